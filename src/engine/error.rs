@@ -1,0 +1,70 @@
+//! Every way the rules refuse a command; each kind maps to one stable API error code.
+
+use thiserror::Error;
+
+/// Why the engine refused a command. A refusal never changes the match.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum Refusal {
+    #[error("`{0}` is not a cell: write a column letter A–J then a row 1–10, e.g. B3")]
+    InvalidCell(String),
+    #[error("that is off the board: columns are A–J and rows 1–10")]
+    OffBoard,
+    #[error("that ship would overlap another ship")]
+    Overlap,
+    #[error("ships may not touch in this rule set, not even at a corner")]
+    ShipsTouching,
+    #[error("there is no ship {index} in this fleet (it has {fleet_size} ships, numbered from 0)")]
+    UnknownShip { index: usize, fleet_size: usize },
+    #[error("ship {0} is not placed")]
+    ShipNotPlaced(usize),
+    #[error("a whole fleet needs exactly {expected} ships, got {got}")]
+    WrongFleetSize { expected: usize, got: usize },
+    #[error("your fleet is locked and can no longer move")]
+    FleetLocked,
+    #[error("the match is {actual}; that needs it to be {expected}")]
+    WrongPhase {
+        actual: &'static str,
+        expected: &'static str,
+    },
+    #[error("you are not a player in this match")]
+    NotAPlayer,
+    #[error("it is not your turn")]
+    NotYourTurn,
+    #[error("you already shot at that cell")]
+    AlreadyShot,
+    #[error("that cell is already known to be empty (it borders a sunk ship)")]
+    AlreadyKnown,
+    #[error("you cannot join your own match")]
+    OwnMatch,
+    #[error("this match is a challenge for another player")]
+    NotInvited,
+    #[error("no clock of this match has run out yet")]
+    NotDue,
+    #[error("{0}")]
+    InvalidOption(String),
+}
+
+impl Refusal {
+    /// The stable machine-readable code clients match on.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Refusal::InvalidCell(_) => "invalid_cell",
+            Refusal::OffBoard => "off_board",
+            Refusal::Overlap => "overlap",
+            Refusal::ShipsTouching => "ships_touching",
+            Refusal::UnknownShip { .. } => "unknown_ship",
+            Refusal::ShipNotPlaced(_) => "ship_not_placed",
+            Refusal::WrongFleetSize { .. } => "wrong_fleet_size",
+            Refusal::FleetLocked => "fleet_locked",
+            Refusal::WrongPhase { .. } => "wrong_phase",
+            Refusal::NotAPlayer => "not_a_player",
+            Refusal::NotYourTurn => "not_your_turn",
+            Refusal::AlreadyShot => "already_shot",
+            Refusal::AlreadyKnown => "already_known",
+            Refusal::OwnMatch => "own_match",
+            Refusal::NotInvited => "not_invited",
+            Refusal::NotDue => "not_due",
+            Refusal::InvalidOption(_) => "invalid_option",
+        }
+    }
+}

@@ -1,0 +1,791 @@
+//! The match state machine: commands are decided into events, and events fold into state.
+
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::cell::{Cell, CellSet, Placement};
+use super::commit;
+use super::error::Refusal;
+use super::fleet::Fleet;
+use super::ruleset::MatchRules;
+
+pub type PlayerId = Uuid;
+pub type Timestamp = DateTime<Utc>;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Waiting,
+    Placement,
+    Battle,
+    Finished,
+    Cancelled,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Waiting => "waiting",
+            Phase::Placement => "placement",
+            Phase::Battle => "battle",
+            Phase::Finished => "finished",
+            Phase::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn is_over(self) -> bool {
+        matches!(self, Phase::Finished | Phase::Cancelled)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Miss,
+    Hit,
+    Sunk,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    AllSunk,
+    PlacementTimeout,
+    BothPlacementTimeout,
+    ShotTimeout,
+    Resigned,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CancelReason {
+    /// Nobody joined before the join clock ran out.
+    NotJoined,
+    /// The creator withdrew the match before anyone joined.
+    Withdrawn,
+}
+
+/// How a finished match ended; `winner` is `None` for a draw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct MatchResult {
+    pub winner: Option<Uuid>,
+    pub reason: FinishReason,
+}
+
+/// A sunk ship as recorded. Views and feeds drop `index` and `name` where the preset does
+/// not reveal which ship sank.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SunkShip {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[schema(value_type = Vec<String>)]
+    pub cells: Vec<Cell>,
+}
+
+/// Everything that can happen to a match. `kind` names it in the event log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Event {
+    MatchCreated {
+        creator: Uuid,
+        rules: MatchRules,
+        ranked: bool,
+        /// A direct challenge: only this player may join.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        opponent: Option<Uuid>,
+        /// When the match is cancelled if nobody joins.
+        deadline: DateTime<Utc>,
+    },
+    PlayerJoined {
+        player: Uuid,
+        /// The placement deadline both players share.
+        deadline: DateTime<Utc>,
+    },
+    ShipPlaced {
+        player: Uuid,
+        index: usize,
+        /// Absent in the opponent's and spectators' feeds until the match is over.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        placement: Option<Placement>,
+    },
+    ShipRemoved {
+        player: Uuid,
+        index: usize,
+    },
+    FleetLocked {
+        player: Uuid,
+        commitment: String,
+        /// Opened only when the match is over.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        salt: Option<String>,
+    },
+    BattleStarted {
+        /// Drawn at random by the server.
+        first: Uuid,
+        deadline: DateTime<Utc>,
+    },
+    ShotFired {
+        player: Uuid,
+        #[schema(value_type = String)]
+        cell: Cell,
+        outcome: Outcome,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sunk_ship: Option<SunkShip>,
+        /// Cells around a sunk ship now known to be empty (presets that mark them).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        #[schema(value_type = Vec<String>)]
+        marked: Vec<Cell>,
+        next_turn: Option<Uuid>,
+        deadline: Option<DateTime<Utc>>,
+    },
+    /// The running clock was moved by `seconds` (time lost to a service outage is given back).
+    ClockExtended {
+        deadline: DateTime<Utc>,
+        milliseconds: i64,
+    },
+    MatchFinished {
+        winner: Option<Uuid>,
+        reason: FinishReason,
+    },
+    MatchCancelled {
+        reason: CancelReason,
+    },
+}
+
+impl Event {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::MatchCreated { .. } => "match_created",
+            Event::PlayerJoined { .. } => "player_joined",
+            Event::ShipPlaced { .. } => "ship_placed",
+            Event::ShipRemoved { .. } => "ship_removed",
+            Event::FleetLocked { .. } => "fleet_locked",
+            Event::BattleStarted { .. } => "battle_started",
+            Event::ShotFired { .. } => "shot_fired",
+            Event::ClockExtended { .. } => "clock_extended",
+            Event::MatchFinished { .. } => "match_finished",
+            Event::MatchCancelled { .. } => "match_cancelled",
+        }
+    }
+
+    /// The player whose action this event records, if any (clock events have none).
+    pub fn actor(&self) -> Option<Uuid> {
+        match self {
+            Event::MatchCreated { creator, .. } => Some(*creator),
+            Event::PlayerJoined { player, .. }
+            | Event::ShipPlaced { player, .. }
+            | Event::ShipRemoved { player, .. }
+            | Event::FleetLocked { player, .. }
+            | Event::ShotFired { player, .. } => Some(*player),
+            Event::BattleStarted { .. }
+            | Event::ClockExtended { .. }
+            | Event::MatchFinished { .. }
+            | Event::MatchCancelled { .. } => None,
+        }
+    }
+}
+
+/// What a player asks the referee to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    Join,
+    PlaceShip { index: usize, placement: Placement },
+    RemoveShip { index: usize },
+    PlaceFleet { placements: Vec<Placement> },
+    Fire { cell: Cell },
+    Resign,
+}
+
+/// The random draws a command may need, made by the caller so the engine stays pure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Draw {
+    /// Decides the first shooter when the battle starts: `false` = creator, `true` = joiner.
+    pub coin: bool,
+    /// Salt for a fleet commitment.
+    pub salt: [u8; 16],
+}
+
+/// An event log that does not describe a possible match.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("event {position} ({kind}) does not follow from the events before it")]
+pub struct CorruptLog {
+    pub position: usize,
+    pub kind: &'static str,
+}
+
+/// A shot as its shooter recorded it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShotRecord {
+    pub cell: Cell,
+    pub outcome: Outcome,
+}
+
+/// One seat's side of the match.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Side {
+    pub player: Option<Uuid>,
+    pub fleet: Fleet,
+    pub commitment: Option<String>,
+    pub salt: Option<String>,
+    /// Shots this player fired, in order.
+    pub shots: Vec<ShotRecord>,
+    /// Cells of the opponent's sea this player has shot or had marked.
+    pub known: CellSet,
+    /// Cells of the opponent's sea marked known-empty around sunk ships.
+    pub marked: CellSet,
+    /// Opponent ship cells this player has hit.
+    pub hits: CellSet,
+    /// Indices of opponent ships this player has sunk, in sinking order.
+    pub sunk: Vec<usize>,
+}
+
+impl Side {
+    fn new(player: Option<Uuid>, rules: &MatchRules) -> Self {
+        Self {
+            player,
+            fleet: Fleet::new(rules.preset()),
+            commitment: None,
+            salt: None,
+            shots: Vec::new(),
+            known: CellSet::EMPTY,
+            marked: CellSet::EMPTY,
+            hits: CellSet::EMPTY,
+            sunk: Vec::new(),
+        }
+    }
+}
+
+/// A match: the fold of its events.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Match {
+    pub rules: MatchRules,
+    pub ranked: bool,
+    pub phase: Phase,
+    /// Seat 0 is the creator, seat 1 the joiner.
+    pub sides: [Side; 2],
+    pub invited: Option<Uuid>,
+    pub turn: Option<usize>,
+    pub deadline: Option<DateTime<Utc>>,
+    pub result: Option<MatchResult>,
+    /// How many events have been folded in.
+    pub version: u64,
+}
+
+fn seconds(value: u32) -> Duration {
+    Duration::seconds(i64::from(value))
+}
+
+fn wrong_phase(actual: Phase, expected: &'static str) -> Refusal {
+    Refusal::WrongPhase {
+        actual: actual.as_str(),
+        expected,
+    }
+}
+
+impl Match {
+    /// The event that creates a match.
+    pub fn create(
+        creator: Uuid,
+        rules: MatchRules,
+        ranked: bool,
+        opponent: Option<Uuid>,
+        now: DateTime<Utc>,
+    ) -> Result<Event, Refusal> {
+        if opponent == Some(creator) {
+            return Err(Refusal::OwnMatch);
+        }
+        Ok(Event::MatchCreated {
+            creator,
+            rules,
+            ranked,
+            opponent,
+            deadline: now + seconds(rules.join_seconds),
+        })
+    }
+
+    /// Rebuilds a match from its whole event log.
+    pub fn fold<'a>(events: impl IntoIterator<Item = &'a Event>) -> Result<Match, CorruptLog> {
+        let mut events = events.into_iter();
+        let Some(Event::MatchCreated {
+            creator,
+            rules,
+            ranked,
+            opponent,
+            deadline,
+        }) = events.next()
+        else {
+            return Err(CorruptLog {
+                position: 0,
+                kind: "match_created",
+            });
+        };
+        let mut state = Match {
+            rules: *rules,
+            ranked: *ranked,
+            phase: Phase::Waiting,
+            sides: [Side::new(Some(*creator), rules), Side::new(None, rules)],
+            invited: *opponent,
+            turn: None,
+            deadline: Some(*deadline),
+            result: None,
+            version: 1,
+        };
+        for event in events {
+            state.evolve(event)?;
+        }
+        Ok(state)
+    }
+
+    pub fn seat_of(&self, player: Uuid) -> Option<usize> {
+        self.sides
+            .iter()
+            .position(|side| side.player == Some(player))
+    }
+
+    pub fn player(&self, seat: usize) -> Option<Uuid> {
+        self.sides.get(seat).and_then(|side| side.player)
+    }
+
+    pub fn players(&self) -> Vec<Uuid> {
+        self.sides.iter().filter_map(|side| side.player).collect()
+    }
+
+    /// Decides what `actor`'s command causes. The state is untouched; apply the events with
+    /// [`Match::evolve`] (or use [`Match::execute`]).
+    pub fn decide(
+        &self,
+        actor: Uuid,
+        command: &Command,
+        now: DateTime<Utc>,
+        draw: Draw,
+    ) -> Result<Vec<Event>, Refusal> {
+        if let Command::Join = command {
+            return self.decide_join(actor, now);
+        }
+        let seat = self.seat_of(actor).ok_or(Refusal::NotAPlayer)?;
+        match command {
+            Command::Join => unreachable_join(),
+            Command::PlaceShip { index, placement } => {
+                self.decide_place_ship(seat, *index, *placement, now, draw)
+            }
+            Command::RemoveShip { index } => self.decide_remove_ship(seat, *index),
+            Command::PlaceFleet { placements } => {
+                self.decide_place_fleet(seat, placements, now, draw)
+            }
+            Command::Fire { cell } => self.decide_fire(seat, *cell, now),
+            Command::Resign => self.decide_resign(seat),
+        }
+    }
+
+    /// Applies whichever clock has run out at `now`; refused with `NotDue` when none has,
+    /// so a deadline moved by a racing command is never enforced twice or too early.
+    pub fn expire(&self, now: DateTime<Utc>) -> Result<Vec<Event>, Refusal> {
+        match self.deadline {
+            Some(deadline) if deadline <= now => {}
+            _ => return Err(Refusal::NotDue),
+        }
+        let event = match self.phase {
+            Phase::Waiting => Event::MatchCancelled {
+                reason: CancelReason::NotJoined,
+            },
+            Phase::Placement => {
+                let locked: Vec<usize> = (0..2)
+                    .filter(|&seat| self.sides[seat].fleet.is_locked())
+                    .collect();
+                match locked.as_slice() {
+                    [seat] => Event::MatchFinished {
+                        winner: self.player(*seat),
+                        reason: FinishReason::PlacementTimeout,
+                    },
+                    _ => Event::MatchFinished {
+                        winner: None,
+                        reason: FinishReason::BothPlacementTimeout,
+                    },
+                }
+            }
+            Phase::Battle => {
+                let on_turn = self.turn.unwrap_or(0);
+                Event::MatchFinished {
+                    winner: self.player(1 - on_turn),
+                    reason: FinishReason::ShotTimeout,
+                }
+            }
+            Phase::Finished | Phase::Cancelled => return Err(Refusal::NotDue),
+        };
+        Ok(vec![event])
+    }
+
+    /// Moves the running clock later by `by` (used to give back time lost to an outage).
+    pub fn extend_clock(&self, by: Duration) -> Result<Vec<Event>, Refusal> {
+        let deadline = self.deadline.ok_or(Refusal::NotDue)?;
+        Ok(vec![Event::ClockExtended {
+            deadline: deadline + by,
+            milliseconds: by.num_milliseconds(),
+        }])
+    }
+
+    /// Decides and applies a command atomically: on refusal the state is unchanged.
+    pub fn execute(
+        &mut self,
+        actor: Uuid,
+        command: &Command,
+        now: DateTime<Utc>,
+        draw: Draw,
+    ) -> Result<Vec<Event>, Refusal> {
+        let events = self.decide(actor, command, now, draw)?;
+        self.evolve_all(&events);
+        Ok(events)
+    }
+
+    /// Applies events this state itself decided, which always follow.
+    pub fn evolve_all(&mut self, events: &[Event]) {
+        for event in events {
+            // Events from `decide` always fit the state they were decided on.
+            let _ = self.evolve(event);
+        }
+    }
+
+    fn decide_join(&self, actor: Uuid, now: DateTime<Utc>) -> Result<Vec<Event>, Refusal> {
+        if self.phase != Phase::Waiting {
+            return Err(wrong_phase(self.phase, "waiting"));
+        }
+        if self.sides[0].player == Some(actor) {
+            return Err(Refusal::OwnMatch);
+        }
+        if self.invited.is_some_and(|invited| invited != actor) {
+            return Err(Refusal::NotInvited);
+        }
+        Ok(vec![Event::PlayerJoined {
+            player: actor,
+            deadline: now + seconds(self.rules.clock.placement_seconds),
+        }])
+    }
+
+    fn placing_fleet(&self, seat: usize) -> Result<&Fleet, Refusal> {
+        if self.phase != Phase::Placement {
+            return Err(wrong_phase(self.phase, "placement"));
+        }
+        let fleet = &self.sides[seat].fleet;
+        if fleet.is_locked() {
+            return Err(Refusal::FleetLocked);
+        }
+        Ok(fleet)
+    }
+
+    fn decide_place_ship(
+        &self,
+        seat: usize,
+        index: usize,
+        placement: Placement,
+        now: DateTime<Utc>,
+        draw: Draw,
+    ) -> Result<Vec<Event>, Refusal> {
+        let fleet = self.placing_fleet(seat)?;
+        let cells = fleet.check_placement(index, placement)?;
+        let player = self.player(seat).ok_or(Refusal::NotAPlayer)?;
+        let mut events = vec![Event::ShipPlaced {
+            player,
+            index,
+            placement: Some(placement),
+        }];
+        let mut after = fleet.clone();
+        after.set(index, placement, cells);
+        if after.is_complete() {
+            self.lock_and_maybe_start(seat, &after, now, draw, &mut events);
+        }
+        Ok(events)
+    }
+
+    fn decide_remove_ship(&self, seat: usize, index: usize) -> Result<Vec<Event>, Refusal> {
+        let fleet = self.placing_fleet(seat)?;
+        fleet.check_index(index)?;
+        if fleet.slots()[index].is_none() {
+            return Err(Refusal::ShipNotPlaced(index));
+        }
+        let player = self.player(seat).ok_or(Refusal::NotAPlayer)?;
+        Ok(vec![Event::ShipRemoved { player, index }])
+    }
+
+    fn decide_place_fleet(
+        &self,
+        seat: usize,
+        placements: &[Placement],
+        now: DateTime<Utc>,
+        draw: Draw,
+    ) -> Result<Vec<Event>, Refusal> {
+        let fleet = self.placing_fleet(seat)?;
+        let cells = Fleet::check_whole(self.rules.preset(), placements)?;
+        let player = self.player(seat).ok_or(Refusal::NotAPlayer)?;
+        let mut after = fleet.clone();
+        let mut events = Vec::with_capacity(placements.len() + 2);
+        for (index, (placement, cells)) in placements.iter().zip(cells).enumerate() {
+            after.set(index, *placement, cells);
+            events.push(Event::ShipPlaced {
+                player,
+                index,
+                placement: Some(*placement),
+            });
+        }
+        self.lock_and_maybe_start(seat, &after, now, draw, &mut events);
+        Ok(events)
+    }
+
+    fn lock_and_maybe_start(
+        &self,
+        seat: usize,
+        complete: &Fleet,
+        now: DateTime<Utc>,
+        draw: Draw,
+        events: &mut Vec<Event>,
+    ) {
+        let placements: Vec<Placement> = complete.placements().into_iter().flatten().collect();
+        let salt = hex::encode(draw.salt);
+        let commitment = commit::commitment(self.rules.ruleset, &salt, &placements);
+        let player = self.sides[seat].player.unwrap_or_default();
+        events.push(Event::FleetLocked {
+            player,
+            commitment,
+            salt: Some(salt),
+        });
+        if self.sides[1 - seat].fleet.is_locked() {
+            let first = self.player(usize::from(draw.coin)).unwrap_or_default();
+            events.push(Event::BattleStarted {
+                first,
+                deadline: now + seconds(self.rules.clock.shot_seconds),
+            });
+        }
+    }
+
+    fn decide_fire(
+        &self,
+        seat: usize,
+        cell: Cell,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Event>, Refusal> {
+        if self.phase != Phase::Battle {
+            return Err(wrong_phase(self.phase, "battle"));
+        }
+        if self.turn != Some(seat) {
+            return Err(Refusal::NotYourTurn);
+        }
+        let shooter = &self.sides[seat];
+        if shooter.known.contains(cell) {
+            return Err(if shooter.marked.contains(cell) {
+                Refusal::AlreadyKnown
+            } else {
+                Refusal::AlreadyShot
+            });
+        }
+        let target = &self.sides[1 - seat];
+        let preset = self.rules.preset();
+        let (outcome, sunk_ship, marked) = match target.fleet.ship_at(cell) {
+            None => (Outcome::Miss, None, Vec::new()),
+            Some(index) => {
+                let ship_cells = target.fleet.ship_cells(index);
+                let hits = shooter.hits.union(CellSet::single(cell));
+                if ship_cells.is_subset_of(hits) {
+                    let marked = if preset.sink_reveals.mark_ring {
+                        ship_cells
+                            .dilated()
+                            .minus(ship_cells)
+                            .minus(shooter.known)
+                            .to_vec()
+                    } else {
+                        Vec::new()
+                    };
+                    let sunk = SunkShip {
+                        index: Some(index),
+                        name: Some(preset.fleet[index].name.to_owned()),
+                        cells: ship_cells.to_vec(),
+                    };
+                    (Outcome::Sunk, Some(sunk), marked)
+                } else {
+                    (Outcome::Hit, None, Vec::new())
+                }
+            }
+        };
+        let player = shooter.player.unwrap_or_default();
+        let fleet_destroyed =
+            outcome != Outcome::Miss && shooter.hits.len() + 1 == preset.fleet_cells();
+        if fleet_destroyed {
+            return Ok(vec![
+                Event::ShotFired {
+                    player,
+                    cell,
+                    outcome,
+                    sunk_ship,
+                    marked,
+                    next_turn: None,
+                    deadline: None,
+                },
+                Event::MatchFinished {
+                    winner: Some(player),
+                    reason: FinishReason::AllSunk,
+                },
+            ]);
+        }
+        let shoots_again = outcome != Outcome::Miss && self.rules.extra_shot_on_hit();
+        let next_seat = if shoots_again { seat } else { 1 - seat };
+        Ok(vec![Event::ShotFired {
+            player,
+            cell,
+            outcome,
+            sunk_ship,
+            marked,
+            next_turn: self.player(next_seat),
+            deadline: Some(now + seconds(self.rules.clock.shot_seconds)),
+        }])
+    }
+
+    fn decide_resign(&self, seat: usize) -> Result<Vec<Event>, Refusal> {
+        match self.phase {
+            Phase::Waiting => Ok(vec![Event::MatchCancelled {
+                reason: CancelReason::Withdrawn,
+            }]),
+            Phase::Placement | Phase::Battle => Ok(vec![Event::MatchFinished {
+                winner: self.player(1 - seat),
+                reason: FinishReason::Resigned,
+            }]),
+            Phase::Finished | Phase::Cancelled => Err(wrong_phase(self.phase, "under way")),
+        }
+    }
+
+    /// Folds one event into the state. Refuses events that cannot follow the current state,
+    /// so a tampered or reordered log is detected rather than silently folded.
+    pub fn evolve(&mut self, event: &Event) -> Result<(), CorruptLog> {
+        let position = usize::try_from(self.version).unwrap_or(usize::MAX);
+        let corrupt = || CorruptLog {
+            position,
+            kind: event.kind(),
+        };
+        let seat_of = |state: &Match, player: &Uuid| state.seat_of(*player).ok_or_else(corrupt);
+        match event {
+            Event::MatchCreated { .. } => return Err(corrupt()),
+            Event::PlayerJoined { player, deadline } => {
+                if self.phase != Phase::Waiting {
+                    return Err(corrupt());
+                }
+                self.sides[1].player = Some(*player);
+                self.phase = Phase::Placement;
+                self.deadline = Some(*deadline);
+            }
+            Event::ShipPlaced {
+                player,
+                index,
+                placement,
+            } => {
+                let seat = seat_of(self, player)?;
+                let placement = placement.ok_or_else(corrupt)?;
+                let fleet = &mut self.sides[seat].fleet;
+                let cells = fleet
+                    .check_placement(*index, placement)
+                    .map_err(|_| corrupt())?;
+                fleet.set(*index, placement, cells);
+            }
+            Event::ShipRemoved { player, index } => {
+                let seat = seat_of(self, player)?;
+                let fleet = &mut self.sides[seat].fleet;
+                fleet.check_index(*index).map_err(|_| corrupt())?;
+                fleet.clear(*index);
+            }
+            Event::FleetLocked {
+                player,
+                commitment,
+                salt,
+            } => {
+                let seat = seat_of(self, player)?;
+                let side = &mut self.sides[seat];
+                if !side.fleet.is_complete() {
+                    return Err(corrupt());
+                }
+                side.fleet.lock();
+                side.commitment = Some(commitment.clone());
+                side.salt.clone_from(salt);
+            }
+            Event::BattleStarted { first, deadline } => {
+                let seat = seat_of(self, first)?;
+                if !self.sides.iter().all(|side| side.fleet.is_locked()) {
+                    return Err(corrupt());
+                }
+                self.phase = Phase::Battle;
+                self.turn = Some(seat);
+                self.deadline = Some(*deadline);
+            }
+            Event::ShotFired {
+                player,
+                cell,
+                outcome,
+                sunk_ship,
+                marked,
+                next_turn,
+                deadline,
+            } => {
+                let seat = seat_of(self, player)?;
+                let next = next_turn.map(|next| seat_of(self, &next)).transpose()?;
+                let side = &mut self.sides[seat];
+                side.shots.push(ShotRecord {
+                    cell: *cell,
+                    outcome: *outcome,
+                });
+                side.known.insert(*cell);
+                if *outcome != Outcome::Miss {
+                    side.hits.insert(*cell);
+                }
+                if let Some(index) = sunk_ship.as_ref().and_then(|ship| ship.index) {
+                    side.sunk.push(index);
+                }
+                let marked: CellSet = marked.iter().copied().collect();
+                side.marked = side.marked.union(marked);
+                side.known = side.known.union(marked);
+                self.turn = next;
+                self.deadline = *deadline;
+            }
+            Event::ClockExtended { deadline, .. } => {
+                if self.deadline.is_none() {
+                    return Err(corrupt());
+                }
+                self.deadline = Some(*deadline);
+            }
+            Event::MatchFinished { winner, reason } => {
+                self.phase = Phase::Finished;
+                self.result = Some(MatchResult {
+                    winner: *winner,
+                    reason: *reason,
+                });
+                self.turn = None;
+                self.deadline = None;
+            }
+            Event::MatchCancelled { .. } => {
+                self.phase = Phase::Cancelled;
+                self.turn = None;
+                self.deadline = None;
+            }
+        }
+        self.version += 1;
+        Ok(())
+    }
+
+    /// After the match: whether each locked fleet matches its published commitment.
+    pub fn commitments_verify(&self) -> bool {
+        self.sides
+            .iter()
+            .all(|side| match (&side.commitment, &side.salt) {
+                (Some(published), Some(salt)) => {
+                    let fleet: Vec<Placement> =
+                        side.fleet.placements().into_iter().flatten().collect();
+                    commit::verify(self.rules.ruleset, salt, &fleet, published)
+                }
+                (None, _) => true,
+                (Some(_), None) => false,
+            })
+    }
+}
+
+fn unreachable_join() -> Result<Vec<Event>, Refusal> {
+    // `decide` answers Join before looking up the actor's seat.
+    Err(Refusal::NotAPlayer)
+}

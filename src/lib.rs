@@ -1,0 +1,5 @@
+//! Statki: an authoritative HTTP/JSON Battleship service.
+//!
+//! - [`engine`]: the pure rules (no I/O, clock or randomness).
+
+pub mod engine;
