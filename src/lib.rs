@@ -1,5 +1,14 @@
 //! Statki: an authoritative HTTP/JSON Battleship service.
 //!
 //! - [`engine`]: the pure rules (no I/O, clock or randomness).
+//! - [`store`]: the only module that speaks SQL.
+//! - [`embedded_pg`]: a private PostgreSQL cluster for the zero-configuration default.
 
+pub mod auth;
+pub mod clock;
+pub mod config;
+pub mod embedded_pg;
 pub mod engine;
+pub mod http;
+pub mod service;
+pub mod store;

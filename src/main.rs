@@ -1,1 +1,121 @@
-fn main() {}
+//! The `statki` binary: configuration, logging, database, migrations, clock task, serve.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use statki::config::{Config, LogFormat, Task};
+use statki::embedded_pg::EmbeddedPostgres;
+use statki::engine::Clock;
+use statki::http::{self, HttpSettings};
+use statki::service::{GameSettings, Service};
+use statki::{auth, clock, store};
+use tracing_subscriber::EnvFilter;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let config = Config::parse();
+    if let Some(Task::Openapi) = config.command {
+        print!("{}", http::openapi().to_yaml()?);
+        return Ok(());
+    }
+    init_logging(config.log_format);
+
+    let mut embedded = None;
+    let database_url = match &config.database_url {
+        Some(url) => url.clone(),
+        None => {
+            let cluster = EmbeddedPostgres::start(&config.data_dir)
+                .await
+                .context("starting the embedded PostgreSQL (set DATABASE_URL to use your own)")?;
+            let url = cluster.database_url();
+            embedded = Some(cluster);
+            url
+        }
+    };
+    let served = serve(&config, &database_url).await;
+    if let Some(cluster) = embedded {
+        cluster
+            .stop()
+            .await
+            .context("stopping the embedded PostgreSQL")?;
+    }
+    served
+}
+
+async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
+    let pool = store::connect_and_migrate(database_url, config.db_pool)
+        .await
+        .context("connecting to PostgreSQL and running migrations")?;
+    let secret = match &config.jwt_secret {
+        Some(secret) => secret.clone(),
+        None => {
+            let candidate = hex::encode(rand::random::<[u8; 32]>());
+            store::settings::get_or_init(&pool, "jwt_secret", &candidate).await?
+        }
+    };
+    let tokens = auth::Tokens::new(secret.as_bytes())?;
+    let settings = GameSettings {
+        standard_clock: Clock {
+            placement_seconds: config.placement_seconds,
+            shot_seconds: config.shot_seconds,
+        },
+        join_seconds: config.join_seconds,
+    };
+    let service = Service::new(pool.clone(), settings, tokens);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let clock_task = tokio::spawn(clock::run(service.clone(), stop_rx));
+
+    let app = http::app(
+        http::state(service),
+        &HttpSettings {
+            cors_origins: config
+                .cors_origins
+                .iter()
+                .filter(|o| !o.is_empty())
+                .cloned()
+                .collect(),
+            request_timeout: Some(Duration::from_secs(config.request_timeout_seconds)),
+        },
+    );
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("binding {}", config.listen))?;
+    tracing::info!(address = %listener.local_addr()?, "statki listening");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await?;
+    tracing::info!("shutting down");
+    let _ = stop_tx.send(true);
+    let _ = clock_task.await;
+    pool.close().await;
+    Ok(())
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_http=info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+}

@@ -12,6 +12,7 @@ pub mod error;
 pub mod fleet;
 pub mod game;
 pub mod ruleset;
+pub mod snapshot;
 pub mod view;
 
 pub use cell::{BOARD_SIZE, Cell, CellSet, Orientation, Placement};
@@ -22,4 +23,5 @@ pub use game::{
     Phase, PlayerId, SunkShip, Timestamp,
 };
 pub use ruleset::{Clock, HouseOptions, MatchRules, RuleSet, RuleSetId};
+pub use snapshot::Snapshot;
 pub use view::{MatchView, Viewer};

@@ -1,0 +1,125 @@
+//! A compact, serialisable copy of a match's state, kept in its row so a command loads one
+//! row instead of folding the whole log.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::cell::{Cell, CellSet, Placement};
+use super::fleet::Fleet;
+use super::game::{CorruptLog, Match, MatchResult, Outcome, Phase, ShotRecord, Side};
+use super::ruleset::MatchRules;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub rules: MatchRules,
+    pub ranked: bool,
+    pub phase: Phase,
+    pub invited: Option<Uuid>,
+    pub turn: Option<usize>,
+    pub deadline: Option<DateTime<Utc>>,
+    pub result: Option<MatchResult>,
+    pub version: u64,
+    pub sides: [SideSnapshot; 2],
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SideSnapshot {
+    pub player: Option<Uuid>,
+    pub placements: Vec<Option<Placement>>,
+    pub locked: bool,
+    pub commitment: Option<String>,
+    pub salt: Option<String>,
+    pub shots: Vec<(Cell, Outcome)>,
+    pub marked: Vec<Cell>,
+    pub sunk: Vec<usize>,
+}
+
+impl Match {
+    pub fn snapshot(&self) -> Snapshot {
+        let side = |side: &Side| SideSnapshot {
+            player: side.player,
+            placements: side.fleet.placements(),
+            locked: side.fleet.is_locked(),
+            commitment: side.commitment.clone(),
+            salt: side.salt.clone(),
+            shots: side
+                .shots
+                .iter()
+                .map(|shot| (shot.cell, shot.outcome))
+                .collect(),
+            marked: side.marked.to_vec(),
+            sunk: side.sunk.clone(),
+        };
+        Snapshot {
+            rules: self.rules,
+            ranked: self.ranked,
+            phase: self.phase,
+            invited: self.invited,
+            turn: self.turn,
+            deadline: self.deadline,
+            result: self.result,
+            version: self.version,
+            sides: [side(&self.sides[0]), side(&self.sides[1])],
+        }
+    }
+
+    pub fn from_snapshot(snapshot: &Snapshot) -> Result<Match, CorruptLog> {
+        let corrupt = CorruptLog {
+            position: 0,
+            kind: "snapshot",
+        };
+        let preset = snapshot.rules.preset();
+        let side = |saved: &SideSnapshot| -> Result<Side, CorruptLog> {
+            let mut fleet = Fleet::new(preset);
+            if saved.placements.len() != preset.fleet.len() {
+                return Err(corrupt.clone());
+            }
+            for (index, placement) in saved.placements.iter().enumerate() {
+                if let Some(placement) = placement {
+                    let cells = placement
+                        .cells(preset.fleet[index].length)
+                        .map_err(|_| corrupt.clone())?;
+                    fleet.set(index, *placement, cells);
+                }
+            }
+            if saved.locked {
+                fleet.lock();
+            }
+            let shots: Vec<ShotRecord> = saved
+                .shots
+                .iter()
+                .map(|&(cell, outcome)| ShotRecord { cell, outcome })
+                .collect();
+            let shot_cells: CellSet = shots.iter().map(|shot| shot.cell).collect();
+            let hits: CellSet = shots
+                .iter()
+                .filter(|shot| shot.outcome != Outcome::Miss)
+                .map(|shot| shot.cell)
+                .collect();
+            let marked: CellSet = saved.marked.iter().copied().collect();
+            Ok(Side {
+                player: saved.player,
+                fleet,
+                commitment: saved.commitment.clone(),
+                salt: saved.salt.clone(),
+                shots,
+                known: shot_cells.union(marked),
+                marked,
+                hits,
+                sunk: saved.sunk.clone(),
+            })
+        };
+        Ok(Match {
+            rules: snapshot.rules,
+            ranked: snapshot.ranked,
+            phase: snapshot.phase,
+            sides: [side(&snapshot.sides[0])?, side(&snapshot.sides[1])?],
+            invited: snapshot.invited,
+            turn: snapshot.turn,
+            deadline: snapshot.deadline,
+            result: snapshot.result,
+            version: snapshot.version,
+        })
+    }
+}

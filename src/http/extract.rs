@@ -1,0 +1,100 @@
+//! Request extractors whose rejections are problems: JSON bodies, paths, queries, the
+//! bearer token and the `Idempotency-Key` header.
+
+use axum::extract::{FromRequest, FromRequestParts};
+use axum::http::request::Parts;
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use super::AppState;
+use super::error::ApiError;
+use crate::service::Idempotency;
+
+/// A JSON body; malformed, mistyped or oversized bodies are problems.
+#[derive(FromRequest)]
+#[from_request(via(axum::Json), rejection(ApiError))]
+pub struct ApiJson<T>(pub T);
+
+/// Path parameters; a malformed id is `invalid_path`.
+#[derive(FromRequestParts)]
+#[from_request(via(axum::extract::Path), rejection(ApiError))]
+pub struct ApiPath<T>(pub T);
+
+/// Query parameters; malformed ones are `invalid_query`.
+#[derive(FromRequestParts)]
+#[from_request(via(axum::extract::Query), rejection(ApiError))]
+pub struct ApiQuery<T>(pub T);
+
+/// The calling player, from `Authorization: Bearer <jwt>`.
+#[derive(Clone, Copy, Debug)]
+pub struct Caller(pub Uuid);
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let header = parts
+            .headers
+            .get(axum::http::header::AUTHORIZATION)
+            .ok_or_else(|| ApiError::unauthorized("send Authorization: Bearer <token>"))?;
+        let token = header
+            .to_str()
+            .ok()
+            .and_then(|value| value.strip_prefix("Bearer "))
+            .ok_or_else(|| {
+                ApiError::unauthorized("the Authorization header must be `Bearer <token>`")
+            })?;
+        let player = state
+            .service
+            .tokens
+            .verify(token.trim())
+            .map_err(|e| ApiError::unauthorized(e.to_string()))?;
+        Ok(Caller(player))
+    }
+}
+
+/// Longest accepted `Idempotency-Key`.
+pub const IDEMPOTENCY_KEY_MAX: usize = 255;
+
+/// The optional `Idempotency-Key` header. The request digest is filled in by the handler
+/// from the method, path and body.
+#[derive(Clone, Debug)]
+pub struct IdempotencyKey(pub Option<String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        let Some(value) = parts.headers.get("idempotency-key") else {
+            return Ok(IdempotencyKey(None));
+        };
+        let key = value
+            .to_str()
+            .ok()
+            .filter(|key| !key.is_empty() && key.len() <= IDEMPOTENCY_KEY_MAX)
+            .ok_or_else(|| {
+                ApiError::new(
+                    axum::http::StatusCode::BAD_REQUEST,
+                    "invalid_idempotency_key",
+                    format!("Idempotency-Key must be 1 to {IDEMPOTENCY_KEY_MAX} visible ASCII characters"),
+                )
+            })?;
+        Ok(IdempotencyKey(Some(key.to_owned())))
+    }
+}
+
+impl IdempotencyKey {
+    /// Binds the key to this request: the same key with another request is refused.
+    pub fn for_request(&self, route: &str, body: &impl serde::Serialize) -> Option<Idempotency> {
+        let key = self.0.clone()?;
+        let body = serde_json::to_vec(body).unwrap_or_default();
+        let mut digest = Sha256::new();
+        digest.update(route.as_bytes());
+        digest.update([0]);
+        digest.update(&body);
+        Some(Idempotency {
+            key,
+            request_hash: hex::encode(digest.finalize()),
+        })
+    }
+}

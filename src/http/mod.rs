@@ -1,0 +1,192 @@
+//! The HTTP face of the service: per-resource routers, problem+json errors, middleware.
+//! Only this module knows status codes.
+
+pub mod error;
+pub mod extract;
+mod matches;
+mod players;
+mod rulesets;
+mod system;
+
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use metrics_exporter_prometheus::PrometheusHandle;
+use tower_http::cors::{AllowOrigin, CorsLayer};
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+
+use crate::service::Service;
+use error::ApiError;
+
+/// Largest accepted request body.
+pub const BODY_LIMIT_BYTES: usize = 16 * 1024;
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub service: Service,
+    pub metrics: Option<PrometheusHandle>,
+}
+
+/// Transport settings of the HTTP layer.
+#[derive(Clone, Debug, Default)]
+pub struct HttpSettings {
+    /// Origins allowed by CORS; empty allows none, `*` allows any.
+    pub cors_origins: Vec<String>,
+    pub request_timeout: Option<Duration>,
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Statki",
+        description = "An authoritative HTTP/JSON Battleship service. Every refusal is an RFC 9457 problem (application/problem+json) with a stable `code`.",
+        license(name = "MIT OR Apache-2.0")
+    ),
+    components(schemas(error::Problem)),
+    modifiers(&BearerAuth),
+    tags(
+        (name = "players", description = "Registration and profiles"),
+        (name = "rulesets", description = "The rule-set presets"),
+        (name = "matches", description = "Creating, joining and playing matches"),
+        (name = "system", description = "Health, readiness, metrics")
+    )
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("JWT")
+                    .build(),
+            ),
+        );
+    }
+}
+
+fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(players::router())
+        .merge(rulesets::router())
+        .merge(matches::router())
+        .merge(system::router())
+}
+
+/// The OpenAPI document, generated from the handlers themselves.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    routes().split_for_parts().1
+}
+
+/// The whole application, as `main` serves it and tests build it.
+pub fn app(state: AppState, settings: &HttpSettings) -> Router {
+    let (router, _) = routes().split_for_parts();
+    let request_id = HeaderName::from_static("x-request-id");
+    let timeout = settings.request_timeout.unwrap_or(Duration::from_secs(15));
+    router
+        .fallback(fallback)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES))
+        .layer(middleware::from_fn(record_metrics))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            timeout,
+        ))
+        .layer(cors(&settings.cors_origins))
+        .layer(PropagateRequestIdLayer::new(request_id.clone()))
+        .layer(TraceLayer::new_for_http())
+        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+        .with_state(state)
+}
+
+fn cors(origins: &[String]) -> CorsLayer {
+    let allow = if origins.iter().any(|origin| origin == "*") {
+        AllowOrigin::any()
+    } else {
+        let list: Vec<HeaderValue> = origins
+            .iter()
+            .filter_map(|origin| HeaderValue::from_str(origin).ok())
+            .collect();
+        AllowOrigin::list(list)
+    };
+    CorsLayer::new()
+        .allow_origin(allow)
+        .allow_methods([Method::GET, Method::POST, Method::PUT, Method::DELETE])
+        .allow_headers([
+            axum::http::header::AUTHORIZATION,
+            axum::http::header::CONTENT_TYPE,
+            HeaderName::from_static("idempotency-key"),
+            HeaderName::from_static("last-event-id"),
+        ])
+        .max_age(Duration::from_secs(600))
+}
+
+async fn fallback() -> ApiError {
+    ApiError::not_found("no such route; see /openapi.yaml")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this route does not take that method",
+    )
+}
+
+async fn record_metrics(request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |path| path.as_str().to_owned());
+    let method = request.method().to_string();
+    let started = Instant::now();
+    let response = next.run(request).await;
+    let labels = [
+        ("method", method),
+        ("route", route),
+        ("status", response.status().as_u16().to_string()),
+    ];
+    metrics::counter!("statki_http_requests_total", &labels).increment(1);
+    metrics::histogram!("statki_http_request_duration_seconds", &labels)
+        .record(started.elapsed().as_secs_f64());
+    response
+}
+
+/// Installs the process-wide Prometheus recorder once and returns its handle.
+pub fn prometheus() -> Option<PrometheusHandle> {
+    static HANDLE: std::sync::OnceLock<Option<PrometheusHandle>> = std::sync::OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            metrics_exporter_prometheus::PrometheusBuilder::new()
+                .set_buckets(&[
+                    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                ])
+                .ok()?
+                .install_recorder()
+                .ok()
+        })
+        .clone()
+}
+
+/// Shared state for a service.
+pub fn state(service: Service) -> AppState {
+    AppState {
+        service,
+        metrics: prometheus(),
+    }
+}

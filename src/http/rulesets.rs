@@ -1,0 +1,55 @@
+//! `/v1/rulesets`: the presets and the clocks this service runs them with.
+
+use axum::Json;
+use axum::extract::State;
+use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use super::AppState;
+use crate::engine::{Clock, RuleSet, RuleSetId};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list_rulesets))
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct RuleSetInfo {
+    #[serde(flatten)]
+    pub rules: RuleSet,
+    /// Cells the fleet covers: sinking them all wins.
+    pub fleet_cells: u32,
+    /// The standard clock of ranked matches here.
+    pub clock: Clock,
+    pub default: bool,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct RuleSets {
+    pub rulesets: Vec<RuleSetInfo>,
+    /// Bounds for an unranked match's own clock, in seconds (inclusive).
+    pub placement_seconds_bounds: (u32, u32),
+    pub shot_seconds_bounds: (u32, u32),
+    /// Seconds an unjoined match waits before it is cancelled.
+    pub join_seconds: u32,
+}
+
+/// The presets: fleets, touching, extra shots, what a sink reveals, clocks.
+#[utoipa::path(get, path = "/v1/rulesets", tag = "rulesets", responses((status = 200, body = RuleSets)))]
+async fn list_rulesets(State(state): State<AppState>) -> Json<RuleSets> {
+    let settings = state.service.settings;
+    Json(RuleSets {
+        rulesets: RuleSetId::ALL
+            .into_iter()
+            .map(|id| RuleSetInfo {
+                rules: *id.rules(),
+                fleet_cells: id.rules().fleet_cells(),
+                clock: settings.standard_clock,
+                default: id == RuleSetId::Statki,
+            })
+            .collect(),
+        placement_seconds_bounds: Clock::PLACEMENT_BOUNDS,
+        shot_seconds_bounds: Clock::SHOT_BOUNDS,
+        join_seconds: settings.join_seconds,
+    })
+}

@@ -1,0 +1,94 @@
+//! The append-only event log.
+
+use chrono::{DateTime, Utc};
+use sqlx::{PgExecutor, Row};
+use uuid::Uuid;
+
+use super::StoreError;
+use crate::engine::Event;
+
+/// An event as stored: its place in the match's log and when it happened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredEvent {
+    pub seq: i64,
+    pub at: DateTime<Utc>,
+    pub event: Event,
+}
+
+/// Appends `events` as seq `after + 1`, `after + 2`, … in one statement.
+pub async fn append(
+    db: impl PgExecutor<'_>,
+    match_id: Uuid,
+    after: i64,
+    at: DateTime<Utc>,
+    events: &[Event],
+) -> Result<Vec<StoredEvent>, StoreError> {
+    let mut seqs = Vec::with_capacity(events.len());
+    let mut actors = Vec::with_capacity(events.len());
+    let mut kinds = Vec::with_capacity(events.len());
+    let mut payloads = Vec::with_capacity(events.len());
+    for (offset, event) in (1..).zip(events) {
+        seqs.push(after + offset);
+        actors.push(event.actor());
+        kinds.push(event.kind());
+        payloads.push(serde_json::to_value(event).map_err(|e| StoreError::Corrupt(e.to_string()))?);
+    }
+    sqlx::query(
+        "INSERT INTO match_events (match_id, seq, at, actor, kind, payload)
+         SELECT $1, seq, $2, actor, kind, payload
+         FROM UNNEST($3::bigint[], $4::uuid[], $5::text[], $6::jsonb[]) AS e(seq, actor, kind, payload)",
+    )
+    .bind(match_id)
+    .bind(at)
+    .bind(&seqs)
+    .bind(&actors)
+    .bind(&kinds)
+    .bind(&payloads)
+    .execute(db)
+    .await?;
+    Ok(seqs
+        .into_iter()
+        .zip(events)
+        .map(|(seq, event)| StoredEvent {
+            seq,
+            at,
+            event: event.clone(),
+        })
+        .collect())
+}
+
+/// Events of a match after `after`, in order, at most `limit`.
+pub async fn list(
+    db: impl PgExecutor<'_>,
+    match_id: Uuid,
+    after: i64,
+    limit: i64,
+) -> Result<Vec<StoredEvent>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT seq, at, payload FROM match_events
+         WHERE match_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+    )
+    .bind(match_id)
+    .bind(after)
+    .bind(limit)
+    .fetch_all(db)
+    .await?;
+    rows.into_iter()
+        .map(|row| {
+            let payload: serde_json::Value = row.try_get("payload")?;
+            Ok(StoredEvent {
+                seq: row.try_get("seq")?,
+                at: row.try_get("at")?,
+                event: serde_json::from_value(payload)
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            })
+        })
+        .collect()
+}
+
+/// How many events the whole log holds (tests use it to prove refusals store nothing).
+pub async fn count_all(db: impl PgExecutor<'_>) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar("SELECT count(*) FROM match_events")
+        .fetch_one(db)
+        .await?)
+}

@@ -1,0 +1,220 @@
+//! Match rows: the current state of each match, kept in step with its events.
+
+use chrono::{DateTime, Utc};
+use sqlx::{PgExecutor, Row};
+use uuid::Uuid;
+
+use super::{StoreError, classify};
+use crate::engine::{Match, Snapshot};
+
+/// A match as loaded from its row.
+#[derive(Clone, Debug)]
+pub struct MatchRow {
+    pub id: Uuid,
+    pub state: Match,
+    pub last_seq: i64,
+    pub created_at: DateTime<Utc>,
+}
+
+fn decode(row: &sqlx::postgres::PgRow) -> Result<MatchRow, StoreError> {
+    let snapshot: serde_json::Value = row.try_get("snapshot")?;
+    let snapshot: Snapshot =
+        serde_json::from_value(snapshot).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let state = Match::from_snapshot(&snapshot).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    Ok(MatchRow {
+        id: row.try_get("id")?,
+        state,
+        last_seq: row.try_get("last_seq")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+fn snapshot_json(state: &Match) -> Result<serde_json::Value, StoreError> {
+    serde_json::to_value(state.snapshot()).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// Inserts a new match row (its first event is appended by the caller).
+pub async fn insert(
+    db: impl PgExecutor<'_>,
+    id: Uuid,
+    state: &Match,
+    at: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    let creator = state
+        .player(0)
+        .ok_or_else(|| StoreError::Corrupt("no creator".into()))?;
+    sqlx::query(
+        "INSERT INTO matches (id, ruleset, ranked, phase, creator, invited, deadline, last_seq,
+                              snapshot, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9, $9)",
+    )
+    .bind(id)
+    .bind(state.rules.ruleset.as_str())
+    .bind(state.ranked)
+    .bind(state.phase.as_str())
+    .bind(creator)
+    .bind(state.invited)
+    .bind(state.deadline)
+    .bind(snapshot_json(state)?)
+    .bind(at)
+    .execute(db)
+    .await
+    .map_err(classify)?;
+    Ok(())
+}
+
+/// Loads and locks a match row for the rest of the transaction, with the database's time.
+pub async fn lock(
+    db: impl PgExecutor<'_>,
+    id: Uuid,
+) -> Result<Option<(MatchRow, DateTime<Utc>)>, StoreError> {
+    let row = sqlx::query(
+        "SELECT id, snapshot, last_seq, created_at, clock_timestamp() AS now
+         FROM matches WHERE id = $1 FOR UPDATE",
+    )
+    .bind(id)
+    .fetch_optional(db)
+    .await?;
+    row.map(|row| Ok((decode(&row)?, row.try_get("now")?)))
+        .transpose()
+}
+
+/// Loads a match row without locking it.
+pub async fn get(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<MatchRow>, StoreError> {
+    let row = sqlx::query("SELECT id, snapshot, last_seq, created_at FROM matches WHERE id = $1")
+        .bind(id)
+        .fetch_optional(db)
+        .await?;
+    row.as_ref().map(decode).transpose()
+}
+
+/// Writes a match's new state after appending events up to `last_seq`.
+pub async fn update(
+    db: impl PgExecutor<'_>,
+    id: Uuid,
+    state: &Match,
+    last_seq: i64,
+    at: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE matches SET phase = $2, joiner = $3, turn = $4, deadline = $5, winner = $6,
+                reason = $7, last_seq = $8, snapshot = $9, updated_at = $10
+         WHERE id = $1",
+    )
+    .bind(id)
+    .bind(state.phase.as_str())
+    .bind(state.player(1))
+    .bind(state.turn.and_then(|seat| state.player(seat)))
+    .bind(state.deadline)
+    .bind(state.result.and_then(|result| result.winner))
+    .bind(state.result.map(|result| {
+        serde_json::to_value(result.reason)
+            .ok()
+            .and_then(|value| value.as_str().map(str::to_owned))
+            .unwrap_or_default()
+    }))
+    .bind(last_seq)
+    .bind(snapshot_json(state)?)
+    .bind(at)
+    .execute(db)
+    .await
+    .map_err(classify)?;
+    Ok(())
+}
+
+/// Matches waiting for an opponent that `viewer` may join, oldest first.
+pub async fn list_open(
+    db: impl PgExecutor<'_>,
+    viewer: Uuid,
+    limit: i64,
+) -> Result<Vec<MatchRow>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT id, snapshot, last_seq, created_at FROM matches
+         WHERE phase = 'waiting' AND (invited IS NULL OR invited = $1 OR creator = $1)
+         ORDER BY created_at LIMIT $2",
+    )
+    .bind(viewer)
+    .bind(limit)
+    .fetch_all(db)
+    .await?;
+    rows.iter().map(decode).collect()
+}
+
+/// A player's matches, newest first, before the cursor `before` (a creation time).
+pub async fn list_for_player(
+    db: impl PgExecutor<'_>,
+    player: Uuid,
+    before: Option<DateTime<Utc>>,
+    limit: i64,
+) -> Result<Vec<MatchRow>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT id, snapshot, last_seq, created_at FROM matches
+         WHERE (creator = $1 OR joiner = $1) AND ($2::timestamptz IS NULL OR created_at < $2)
+         ORDER BY created_at DESC LIMIT $3",
+    )
+    .bind(player)
+    .bind(before)
+    .bind(limit)
+    .fetch_all(db)
+    .await?;
+    rows.iter().map(decode).collect()
+}
+
+/// Ids of matches whose clock has run out by `now`, locked for this transaction; rows
+/// another replica is already handling are skipped.
+pub async fn claim_due(
+    db: impl PgExecutor<'_>,
+    now: DateTime<Utc>,
+    limit: i64,
+) -> Result<Vec<Uuid>, StoreError> {
+    let ids = sqlx::query_scalar(
+        "SELECT id FROM matches WHERE deadline <= $1
+         ORDER BY deadline LIMIT $2 FOR UPDATE SKIP LOCKED",
+    )
+    .bind(now)
+    .bind(limit)
+    .fetch_all(db)
+    .await?;
+    Ok(ids)
+}
+
+/// The earliest armed deadline of any match.
+pub async fn earliest_deadline(
+    db: impl PgExecutor<'_>,
+) -> Result<Option<DateTime<Utc>>, StoreError> {
+    Ok(sqlx::query_scalar("SELECT min(deadline) FROM matches")
+        .fetch_one(db)
+        .await?)
+}
+
+/// Count of matches per phase, for metrics.
+pub async fn count_by_phase(db: impl PgExecutor<'_>) -> Result<Vec<(String, i64)>, StoreError> {
+    let rows = sqlx::query("SELECT phase, count(*) AS n FROM matches GROUP BY phase")
+        .fetch_all(db)
+        .await?;
+    rows.into_iter()
+        .map(|row| Ok((row.try_get("phase")?, row.try_get("n")?)))
+        .collect()
+}
+
+/// Every match id, for whole-database checks.
+pub async fn all_ids(db: impl PgExecutor<'_>) -> Result<Vec<Uuid>, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT id FROM matches ORDER BY created_at")
+            .fetch_all(db)
+            .await?,
+    )
+}
+
+/// Ids of matches with a running clock due after `since`.
+pub async fn with_deadline_after(
+    db: impl PgExecutor<'_>,
+    since: DateTime<Utc>,
+) -> Result<Vec<Uuid>, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT id FROM matches WHERE deadline > $1 ORDER BY deadline")
+            .bind(since)
+            .fetch_all(db)
+            .await?,
+    )
+}

@@ -1,0 +1,60 @@
+//! The only module that speaks SQL: players, matches, the event log, idempotency keys and
+//! settings. Every function takes an executor so the service decides the transaction.
+
+pub mod events;
+pub mod idempotency;
+pub mod matches;
+pub mod players;
+pub mod replicas;
+pub mod settings;
+
+use sqlx::PgPool;
+use sqlx::migrate::MigrateDatabase;
+use sqlx::postgres::PgPoolOptions;
+
+pub use events::StoredEvent;
+
+/// Errors the store tells apart; everything else is a database fault.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("that name is taken")]
+    NameTaken,
+    #[error("a referenced player does not exist")]
+    UnknownPlayer,
+    #[error("stored state is unreadable: {0}")]
+    Corrupt(String),
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+}
+
+/// Creates the database if it does not exist, connects, and runs the migrations.
+pub async fn connect_and_migrate(url: &str, max_connections: u32) -> anyhow::Result<PgPool> {
+    if !sqlx::Postgres::database_exists(url).await? {
+        sqlx::Postgres::create_database(url).await?;
+    }
+    let pool = PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(std::time::Duration::from_secs(5))
+        .connect(url)
+        .await?;
+    migrate(&pool).await?;
+    Ok(pool)
+}
+
+pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
+    sqlx::migrate!("./migrations").run(pool).await
+}
+
+/// Whether the database answers.
+pub async fn ping(pool: &PgPool) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT 1").execute(pool).await.map(|_| ())
+}
+
+fn classify(error: sqlx::Error) -> StoreError {
+    if let sqlx::Error::Database(db) = &error
+        && db.code().as_deref() == Some("23503")
+    {
+        return StoreError::UnknownPlayer;
+    }
+    StoreError::Database(error)
+}
