@@ -1,0 +1,191 @@
+//! Black-box test harness: `spawn_app` serves the real application on a random local port
+//! over the test's own database, and helpers speak to it over HTTP like any client.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use statki::auth::Tokens;
+use statki::engine::Clock;
+use statki::http::{self, HttpSettings};
+use statki::service::{GameSettings, Service};
+
+pub const SECRET: &[u8] = b"test-secret-for-statki-tests";
+
+pub struct TestApp {
+    pub address: String,
+    pub client: reqwest::Client,
+    pub pool: PgPool,
+    pub service: Service,
+}
+
+#[derive(Clone, Debug)]
+pub struct Player {
+    pub id: String,
+    pub name: String,
+    pub token: String,
+}
+
+pub fn standard_settings() -> GameSettings {
+    GameSettings {
+        standard_clock: Clock { placement_seconds: 120, shot_seconds: 30 },
+        join_seconds: 900,
+    }
+}
+
+/// Serves the application on 127.0.0.1 with the standard clocks.
+pub async fn spawn_app(pool: PgPool) -> TestApp {
+    spawn_app_with(pool, standard_settings()).await
+}
+
+pub async fn spawn_app_with(pool: PgPool, settings: GameSettings) -> TestApp {
+    statki::store::migrate(&pool).await.expect("migrations");
+    let service = Service::new(pool.clone(), settings, Tokens::new(SECRET).expect("keys"));
+    let app = http::app(
+        http::state(service.clone()),
+        &HttpSettings { cors_origins: vec!["https://play.example".into()], request_timeout: None },
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let address = format!("http://{}", listener.local_addr().expect("address"));
+    tokio::spawn(async move { axum::serve(listener, app).await.expect("serve") });
+    TestApp { address, client: reqwest::Client::new(), pool, service }
+}
+
+/// A response as status and JSON body (`Null` when the body is not JSON).
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub content_type: String,
+    pub body: Value,
+}
+
+impl Reply {
+    /// The problem `code` of an error reply.
+    pub fn code(&self) -> &str {
+        self.body["code"].as_str().unwrap_or("")
+    }
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.address, path)
+    }
+
+    pub async fn send(&self, request: reqwest::RequestBuilder) -> Reply {
+        let response = request.send().await.expect("request sent");
+        let status = response.status();
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        let text = response.text().await.expect("body");
+        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Reply { status, content_type, body }
+    }
+
+    pub async fn get(&self, path: &str, token: Option<&str>) -> Reply {
+        let mut request = self.client.get(self.url(path));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        self.send(request).await
+    }
+
+    pub async fn post(&self, path: &str, token: &str, body: Value) -> Reply {
+        self.send(self.client.post(self.url(path)).bearer_auth(token).json(&body)).await
+    }
+
+    pub async fn put(&self, path: &str, token: &str, body: Value) -> Reply {
+        self.send(self.client.put(self.url(path)).bearer_auth(token).json(&body)).await
+    }
+
+    pub async fn delete(&self, path: &str, token: &str) -> Reply {
+        self.send(self.client.delete(self.url(path)).bearer_auth(token)).await
+    }
+
+    pub async fn register(&self, name: &str) -> Player {
+        let reply = self
+            .send(self.client.post(self.url("/v1/players")).json(&json!({ "name": name })))
+            .await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{:?}", reply.body);
+        Player {
+            id: reply.body["id"].as_str().unwrap().to_owned(),
+            name: name.to_owned(),
+            token: reply.body["token"].as_str().unwrap().to_owned(),
+        }
+    }
+
+    /// Creates a match as `creator` with the given body; returns its id.
+    pub async fn create_match(&self, creator: &Player, body: Value) -> String {
+        let reply = self.post("/v1/matches", &creator.token, body).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{:?}", reply.body);
+        reply.body["id"].as_str().unwrap().to_owned()
+    }
+
+    /// Two players in a match in the placement phase.
+    pub async fn placement_match(&self, ruleset: &str) -> (String, Player, Player) {
+        let a = self.register(&unique("ala")).await;
+        let b = self.register(&unique("bolek")).await;
+        let id = self.create_match(&a, json!({ "ruleset": ruleset })).await;
+        let joined = self.post(&format!("/v1/matches/{id}/join"), &b.token, json!({})).await;
+        assert_eq!(joined.status, StatusCode::OK, "{:?}", joined.body);
+        (id, a, b)
+    }
+
+    /// Two players in a battle; returns (id, player on turn, the other).
+    pub async fn battle_match(&self, ruleset: &str) -> (String, Player, Player) {
+        let (id, a, b) = self.placement_match(ruleset).await;
+        for player in [&a, &b] {
+            let reply =
+                self.put(&format!("/v1/matches/{id}/fleet"), &player.token, legal_fleet(ruleset)).await;
+            assert_eq!(reply.status, StatusCode::OK, "{:?}", reply.body);
+        }
+        let view = self.get(&format!("/v1/matches/{id}"), Some(&a.token)).await;
+        let turn = view.body["turn"].as_str().unwrap();
+        if turn == a.id { (id, a, b) } else { (id, b, a) }
+    }
+
+    pub async fn event_count(&self) -> i64 {
+        statki::store::events::count_all(&self.pool).await.expect("count")
+    }
+}
+
+/// A name no other test uses.
+pub fn unique(prefix: &str) -> String {
+    format!("{prefix}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8])
+}
+
+/// A legal fleet for each preset, all horizontal, kept apart for the no-touch presets.
+pub fn legal_fleet(ruleset: &str) -> Value {
+    let bows: &[&str] = match ruleset {
+        "classic" => &["A1", "F1", "A3", "E3", "I3", "A5", "D5", "F5", "H5", "J5"],
+        "battaglia" => &["A1", "A3", "A5", "A7", "A9", "J10"],
+        _ => &["A1", "A3", "A5", "A7", "A9"],
+    };
+    let ships: Vec<Value> =
+        bows.iter().map(|bow| json!({ "cell": bow, "orientation": "horizontal" })).collect();
+    json!({ "ships": ships })
+}
+
+/// The cells that fleet covers.
+pub fn legal_fleet_cells(ruleset: &str) -> Vec<String> {
+    let (bows, lengths): (&[&str], &[u8]) = match ruleset {
+        "classic" => (
+            &["A1", "F1", "A3", "E3", "I3", "A5", "D5", "F5", "H5", "J5"],
+            &[4, 3, 3, 2, 2, 2, 1, 1, 1, 1],
+        ),
+        "battaglia" => (&["A1", "A3", "A5", "A7", "A9", "J10"], &[5, 4, 3, 3, 2, 1]),
+        _ => (&["A1", "A3", "A5", "A7", "A9"], &[5, 4, 3, 3, 2]),
+    };
+    let mut cells = Vec::new();
+    for (bow, &length) in bows.iter().zip(lengths) {
+        let column = bow.as_bytes()[0];
+        let row = &bow[1..];
+        for offset in 0..length {
+            cells.push(format!("{}{row}", char::from(column + offset)));
+        }
+    }
+    cells
+}
