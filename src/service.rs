@@ -332,33 +332,10 @@ impl Service {
         matches::update(&mut *tx, id, &state, 1, now).await?;
         let resource = render(id, &state, 1, now, creator, now);
         let response = to_json(&resource)?;
-        self.finish(&mut tx, creator, idempotency, &response, id, &stored)
-            .await?;
+        remember(&mut tx, creator, idempotency, &response).await?;
+        announce(&mut tx, id, &state, &stored).await?;
         tx.commit().await?;
         Ok(response)
-    }
-
-    async fn finish(
-        &self,
-        tx: &mut sqlx::PgConnection,
-        actor: Uuid,
-        idempotency: Option<&Idempotency>,
-        response: &Value,
-        match_id: Uuid,
-        stored: &[StoredEvent],
-    ) -> Result<()> {
-        if let Some(key) = idempotency {
-            idempotency::finish(&mut *tx, actor, &key.key, response).await?;
-        }
-        if let Some(last) = stored.last() {
-            // Delivered at commit, so listeners never see an event that was rolled back.
-            sqlx::query("SELECT pg_notify($1, $2)")
-                .bind(EVENTS_CHANNEL)
-                .bind(format!("{match_id}:{}", last.seq))
-                .execute(&mut *tx)
-                .await?;
-        }
-        Ok(())
     }
 
     async fn replay(&self, actor: Uuid, key: &Idempotency) -> Result<Value> {
@@ -401,8 +378,8 @@ impl Service {
             now,
         };
         let response = to_json(&respond(&committed))?;
-        self.finish(&mut tx, actor, idempotency, &response, match_id, &stored)
-            .await?;
+        remember(&mut tx, actor, idempotency, &response).await?;
+        announce(&mut tx, match_id, &state, &stored).await?;
         tx.commit().await?;
         metrics::counter!("statki_events_total").increment(stored.len() as u64);
         if matches!(command, Command::Fire { .. }) {
@@ -472,9 +449,8 @@ impl Service {
         now: DateTime<Utc>,
     ) -> Result<()> {
         let id = row.id;
-        let (_, stored) = append_events(tx, row, events, now).await?;
-        self.finish(tx, Uuid::nil(), None, &Value::Null, id, &stored)
-            .await
+        let (state, stored) = append_events(tx, row, events, now).await?;
+        announce(tx, id, &state, &stored).await
     }
 
     pub async fn view(&self, id: Uuid, viewer: Uuid) -> Result<MatchResource> {
@@ -547,6 +523,72 @@ impl Service {
             })
             .collect())
     }
+}
+
+/// Records the answer under the request's idempotency key, in the command's transaction.
+async fn remember(
+    tx: &mut sqlx::PgConnection,
+    actor: Uuid,
+    idempotency: Option<&Idempotency>,
+    response: &Value,
+) -> Result<()> {
+    if let Some(key) = idempotency {
+        idempotency::finish(&mut *tx, actor, &key.key, response).await?;
+    }
+    Ok(())
+}
+
+/// Announces committed events: player notices, and `match_id:seq` on the events channel.
+/// Both are delivered at commit, so listeners never see an event that was rolled back.
+async fn announce(
+    tx: &mut sqlx::PgConnection,
+    match_id: Uuid,
+    state: &Match,
+    stored: &[StoredEvent],
+) -> Result<()> {
+    for stored_event in stored {
+        notify_players(tx, match_id, state, &stored_event.event).await?;
+    }
+    if let Some(last) = stored.last() {
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(EVENTS_CHANNEL)
+            .bind(format!("{match_id}:{}", last.seq))
+            .execute(&mut *tx)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Tells players, on their own feed, what concerns them beyond the match view: a challenge
+/// addressed to them, an opponent taking the seat of their open match.
+async fn notify_players(
+    tx: &mut sqlx::PgConnection,
+    match_id: Uuid,
+    state: &Match,
+    event: &Event,
+) -> Result<()> {
+    match event {
+        Event::MatchCreated {
+            creator,
+            opponent: Some(opponent),
+            rules,
+            ranked,
+            ..
+        } => {
+            let payload = serde_json::json!({
+                "match_id": match_id, "from": creator, "ruleset": rules.ruleset, "ranked": ranked,
+            });
+            store::notices::push(tx, *opponent, "challenge", &payload).await?;
+        }
+        Event::PlayerJoined { player, .. } => {
+            if let Some(creator) = state.player(0) {
+                let payload = serde_json::json!({ "match_id": match_id, "player": player });
+                store::notices::push(tx, creator, "opponent_joined", &payload).await?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// Folds `events` into a locked match, appends them and writes the row: the heart of

@@ -4,6 +4,7 @@
 pub mod events;
 pub mod idempotency;
 pub mod matches;
+pub mod notices;
 pub mod players;
 pub mod replicas;
 pub mod settings;

@@ -1,0 +1,76 @@
+//! The per-player notice feed (challenges, joins, pairings, rematch offers).
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::{PgConnection, PgExecutor, Row};
+use uuid::Uuid;
+
+use super::{StoreError, classify};
+
+/// The notification channel a pushed notice is announced on, as `player_id:seq`.
+pub const CHANNEL: &str = "statki_players";
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Notice {
+    pub seq: i64,
+    pub at: DateTime<Utc>,
+    pub kind: String,
+    pub payload: Value,
+}
+
+/// Appends a notice to `player`'s feed inside the caller's transaction and announces it
+/// at commit. Per-player numbering is serialised with an advisory lock on the player.
+pub async fn push(
+    conn: &mut PgConnection,
+    player: Uuid,
+    kind: &str,
+    payload: &Value,
+) -> Result<i64, StoreError> {
+    let seq: i64 = sqlx::query_scalar(
+        "WITH lock AS (SELECT pg_advisory_xact_lock(hashtextextended($1::text, 7)))
+         INSERT INTO player_notices (player_id, seq, kind, payload)
+         SELECT $1, coalesce((SELECT max(seq) FROM player_notices WHERE player_id = $1), 0) + 1, $2, $3
+         FROM lock
+         RETURNING seq",
+    )
+    .bind(player)
+    .bind(kind)
+    .bind(payload)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(classify)?;
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(CHANNEL)
+        .bind(format!("{player}:{seq}"))
+        .execute(&mut *conn)
+        .await?;
+    Ok(seq)
+}
+
+/// `player`'s notices after `after`, in order, at most `limit`.
+pub async fn list(
+    db: impl PgExecutor<'_>,
+    player: Uuid,
+    after: i64,
+    limit: i64,
+) -> Result<Vec<Notice>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT seq, at, kind, payload FROM player_notices
+         WHERE player_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+    )
+    .bind(player)
+    .bind(after)
+    .bind(limit)
+    .fetch_all(db)
+    .await?;
+    rows.into_iter()
+        .map(|row| {
+            Ok(Notice {
+                seq: row.try_get("seq")?,
+                at: row.try_get("at")?,
+                kind: row.try_get("kind")?,
+                payload: row.try_get("payload")?,
+            })
+        })
+        .collect()
+}
