@@ -28,7 +28,10 @@ pub struct Player {
 
 pub fn standard_settings() -> GameSettings {
     GameSettings {
-        standard_clock: Clock { placement_seconds: 120, shot_seconds: 30 },
+        standard_clock: Clock {
+            placement_seconds: 120,
+            shot_seconds: 30,
+        },
         join_seconds: 900,
     }
 }
@@ -43,12 +46,22 @@ pub async fn spawn_app_with(pool: PgPool, settings: GameSettings) -> TestApp {
     let service = Service::new(pool.clone(), settings, Tokens::new(SECRET).expect("keys"));
     let app = http::app(
         http::state(service.clone()),
-        &HttpSettings { cors_origins: vec!["https://play.example".into()], request_timeout: None },
+        &HttpSettings {
+            cors_origins: vec!["https://play.example".into()],
+            request_timeout: None,
+        },
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let address = format!("http://{}", listener.local_addr().expect("address"));
     tokio::spawn(async move { axum::serve(listener, app).await.expect("serve") });
-    TestApp { address, client: reqwest::Client::new(), pool, service }
+    TestApp {
+        address,
+        client: reqwest::Client::new(),
+        pool,
+        service,
+    }
 }
 
 /// A response as status and JSON body (`Null` when the body is not JSON).
@@ -82,32 +95,65 @@ impl TestApp {
             .to_owned();
         let text = response.text().await.expect("body");
         let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-        Reply { status, content_type, body }
+        Reply {
+            status,
+            content_type,
+            body,
+        }
     }
 
-    pub async fn get(&self, path: &str, token: Option<&str>) -> Reply {
+    // Requests are built before the returned future, so it borrows only `self`.
+    pub fn get<'a>(
+        &'a self,
+        path: &str,
+        token: Option<&str>,
+    ) -> impl Future<Output = Reply> + use<'a> {
         let mut request = self.client.get(self.url(path));
         if let Some(token) = token {
             request = request.bearer_auth(token);
         }
-        self.send(request).await
+        self.send(request)
     }
 
-    pub async fn post(&self, path: &str, token: &str, body: Value) -> Reply {
-        self.send(self.client.post(self.url(path)).bearer_auth(token).json(&body)).await
+    pub fn post<'a>(
+        &'a self,
+        path: &str,
+        token: &str,
+        body: Value,
+    ) -> impl Future<Output = Reply> + use<'a> {
+        self.send(
+            self.client
+                .post(self.url(path))
+                .bearer_auth(token)
+                .json(&body),
+        )
     }
 
-    pub async fn put(&self, path: &str, token: &str, body: Value) -> Reply {
-        self.send(self.client.put(self.url(path)).bearer_auth(token).json(&body)).await
+    pub fn put<'a>(
+        &'a self,
+        path: &str,
+        token: &str,
+        body: Value,
+    ) -> impl Future<Output = Reply> + use<'a> {
+        self.send(
+            self.client
+                .put(self.url(path))
+                .bearer_auth(token)
+                .json(&body),
+        )
     }
 
-    pub async fn delete(&self, path: &str, token: &str) -> Reply {
-        self.send(self.client.delete(self.url(path)).bearer_auth(token)).await
+    pub fn delete<'a>(&'a self, path: &str, token: &str) -> impl Future<Output = Reply> + use<'a> {
+        self.send(self.client.delete(self.url(path)).bearer_auth(token))
     }
 
     pub async fn register(&self, name: &str) -> Player {
         let reply = self
-            .send(self.client.post(self.url("/v1/players")).json(&json!({ "name": name })))
+            .send(
+                self.client
+                    .post(self.url("/v1/players"))
+                    .json(&json!({ "name": name })),
+            )
             .await;
         assert_eq!(reply.status, StatusCode::CREATED, "{:?}", reply.body);
         Player {
@@ -129,7 +175,9 @@ impl TestApp {
         let a = self.register(&unique("ala")).await;
         let b = self.register(&unique("bolek")).await;
         let id = self.create_match(&a, json!({ "ruleset": ruleset })).await;
-        let joined = self.post(&format!("/v1/matches/{id}/join"), &b.token, json!({})).await;
+        let joined = self
+            .post(&format!("/v1/matches/{id}/join"), &b.token, json!({}))
+            .await;
         assert_eq!(joined.status, StatusCode::OK, "{:?}", joined.body);
         (id, a, b)
     }
@@ -138,8 +186,13 @@ impl TestApp {
     pub async fn battle_match(&self, ruleset: &str) -> (String, Player, Player) {
         let (id, a, b) = self.placement_match(ruleset).await;
         for player in [&a, &b] {
-            let reply =
-                self.put(&format!("/v1/matches/{id}/fleet"), &player.token, legal_fleet(ruleset)).await;
+            let reply = self
+                .put(
+                    &format!("/v1/matches/{id}/fleet"),
+                    &player.token,
+                    legal_fleet(ruleset),
+                )
+                .await;
             assert_eq!(reply.status, StatusCode::OK, "{:?}", reply.body);
         }
         let view = self.get(&format!("/v1/matches/{id}"), Some(&a.token)).await;
@@ -148,13 +201,18 @@ impl TestApp {
     }
 
     pub async fn event_count(&self) -> i64 {
-        statki::store::events::count_all(&self.pool).await.expect("count")
+        statki::store::events::count_all(&self.pool)
+            .await
+            .expect("count")
     }
 }
 
 /// A name no other test uses.
 pub fn unique(prefix: &str) -> String {
-    format!("{prefix}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8])
+    format!(
+        "{prefix}-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    )
 }
 
 /// A legal fleet for each preset, all horizontal, kept apart for the no-touch presets.
@@ -164,8 +222,10 @@ pub fn legal_fleet(ruleset: &str) -> Value {
         "battaglia" => &["A1", "A3", "A5", "A7", "A9", "J10"],
         _ => &["A1", "A3", "A5", "A7", "A9"],
     };
-    let ships: Vec<Value> =
-        bows.iter().map(|bow| json!({ "cell": bow, "orientation": "horizontal" })).collect();
+    let ships: Vec<Value> = bows
+        .iter()
+        .map(|bow| json!({ "cell": bow, "orientation": "horizontal" }))
+        .collect();
     json!({ "ships": ships })
 }
 
