@@ -1,0 +1,120 @@
+//! Storage tests against a real database: the event log refuses tampering, settings are
+//! initialised once, idempotency keys are claimed once, names are unique.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use chrono::Utc;
+use sqlx::PgPool;
+use statki::engine::{Clock, HouseOptions, Match, MatchRules, RuleSetId};
+use statki::store::{self, StoreError, events, idempotency, matches, players, settings};
+use uuid::Uuid;
+
+async fn one_match(pool: &PgPool) -> Uuid {
+    let creator = Uuid::new_v4();
+    players::insert(pool, creator, "Ala").await.unwrap();
+    let rules = MatchRules::new(
+        RuleSetId::Statki,
+        HouseOptions::default(),
+        Clock {
+            placement_seconds: 120,
+            shot_seconds: 30,
+        },
+        900,
+    )
+    .unwrap();
+    let created = Match::create(creator, rules, false, None, Utc::now()).unwrap();
+    let state = Match::fold([&created]).unwrap();
+    let id = Uuid::new_v4();
+    matches::insert(pool, id, &state, Utc::now()).await.unwrap();
+    events::append(pool, id, 0, Utc::now(), &[created])
+        .await
+        .unwrap();
+    id
+}
+
+#[sqlx::test]
+async fn the_event_log_refuses_update_delete_and_truncate(pool: PgPool) {
+    let id = one_match(&pool).await;
+    for statement in [
+        "UPDATE match_events SET kind = 'match_finished'",
+        "DELETE FROM match_events",
+        "TRUNCATE match_events CASCADE",
+    ] {
+        let error = sqlx::query(statement)
+            .execute(&pool)
+            .await
+            .expect_err(statement);
+        assert!(
+            error.to_string().contains("append-only"),
+            "{statement}: {error}"
+        );
+    }
+    assert_eq!(events::list(&pool, id, 0, 10).await.unwrap().len(), 1);
+}
+
+#[sqlx::test]
+async fn a_sequence_number_is_used_once_per_match(pool: PgPool) {
+    let id = one_match(&pool).await;
+    let again = events::append(
+        &pool,
+        id,
+        0,
+        Utc::now(),
+        &[statki::engine::Event::MatchCancelled {
+            reason: statki::engine::CancelReason::Withdrawn,
+        }],
+    )
+    .await;
+    assert!(
+        matches!(again, Err(StoreError::Database(_))),
+        "seq 1 was appended twice"
+    );
+}
+
+#[sqlx::test]
+async fn the_first_stored_setting_wins(pool: PgPool) {
+    let first = settings::get_or_init(&pool, "jwt_secret", "one")
+        .await
+        .unwrap();
+    let second = settings::get_or_init(&pool, "jwt_secret", "two")
+        .await
+        .unwrap();
+    assert_eq!((first.as_str(), second.as_str()), ("one", "one"));
+}
+
+#[sqlx::test]
+async fn an_idempotency_key_is_claimed_once_per_player(pool: PgPool) {
+    let (ala, bolek) = (Uuid::new_v4(), Uuid::new_v4());
+    assert!(idempotency::claim(&pool, ala, "k", "h1").await.unwrap());
+    assert!(!idempotency::claim(&pool, ala, "k", "h2").await.unwrap());
+    assert!(
+        idempotency::claim(&pool, bolek, "k", "h1").await.unwrap(),
+        "keys are per player"
+    );
+    idempotency::finish(&pool, ala, "k", &serde_json::json!({"ok": true}))
+        .await
+        .unwrap();
+    let (hash, response) = idempotency::get(&pool, ala, "k").await.unwrap().unwrap();
+    assert_eq!(hash, "h1");
+    assert_eq!(response, Some(serde_json::json!({"ok": true})));
+}
+
+#[sqlx::test]
+async fn names_are_unique_regardless_of_case(pool: PgPool) {
+    players::insert(&pool, Uuid::new_v4(), "Kapitan")
+        .await
+        .unwrap();
+    let taken = players::insert(&pool, Uuid::new_v4(), "KAPITAN").await;
+    assert!(matches!(taken, Err(StoreError::NameTaken)));
+}
+
+#[sqlx::test]
+async fn a_match_row_round_trips_through_its_snapshot(pool: PgPool) {
+    let id = one_match(&pool).await;
+    let row = matches::get(&pool, id).await.unwrap().unwrap();
+    assert_eq!(
+        row.last_seq, 0,
+        "the row is updated by the service after appending"
+    );
+    assert_eq!(row.state.phase, statki::engine::Phase::Waiting);
+    assert!(store::ping(&pool).await.is_ok());
+}
