@@ -27,7 +27,7 @@ pub async fn beat_and_plan(
 
 /// Serialises replica start-ups so two replicas never both give back the same outage.
 pub async fn lock_startup(db: impl PgExecutor<'_>) -> Result<(), StoreError> {
-    sqlx::query("SELECT pg_advisory_xact_lock(7465727461746b69)")
+    sqlx::query("SELECT pg_advisory_xact_lock(7465727461)")
         .execute(db)
         .await?;
     Ok(())
