@@ -314,6 +314,11 @@ impl Service {
         idempotency: Option<&Idempotency>,
     ) -> Result<Value> {
         let rules = self.resolve_rules(request)?;
+        if let Some(opponent) = request.opponent
+            && players::get(&self.pool, opponent).await?.is_none()
+        {
+            return Err(ServiceError::NotFound("opponent"));
+        }
         let mut tx = self.pool.begin().await?;
         if let Some(key) = idempotency
             && !idempotency::claim(&mut *tx, creator, &key.key, &key.request_hash).await?

@@ -193,6 +193,12 @@ async fn tokens_are_required_and_checked(pool: PgPool) {
         "unauthorized",
     )
     .await;
+    let lowercase = create(Some(format!("bearer {}", ala.token))).await;
+    assert_eq!(
+        lowercase.status,
+        StatusCode::CREATED,
+        "the scheme is case-insensitive"
+    );
 }
 
 #[sqlx::test]
@@ -263,6 +269,13 @@ async fn creating_matches_validates_rules_and_clocks(pool: PgPool) {
         create(json!({"opponent": ala.id})),
         StatusCode::CONFLICT,
         "own_match",
+    )
+    .await;
+    assert_refused(
+        &app,
+        create(json!({"opponent": uuid::Uuid::new_v4()})),
+        StatusCode::NOT_FOUND,
+        "not_found",
     )
     .await;
 

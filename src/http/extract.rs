@@ -40,7 +40,11 @@ impl FromRequestParts<AppState> for Caller {
         let token = header
             .to_str()
             .ok()
-            .and_then(|value| value.strip_prefix("Bearer "))
+            .and_then(|value| {
+                // The scheme name is case-insensitive (RFC 9110).
+                let (scheme, token) = value.split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then_some(token)
+            })
             .ok_or_else(|| {
                 ApiError::unauthorized("the Authorization header must be `Bearer <token>`")
             })?;
