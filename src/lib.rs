@@ -10,5 +10,6 @@ pub mod config;
 pub mod embedded_pg;
 pub mod engine;
 pub mod http;
+pub mod ladder;
 pub mod service;
 pub mod store;

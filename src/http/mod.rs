@@ -3,6 +3,7 @@
 
 pub mod error;
 pub mod extract;
+mod ladder;
 mod matches;
 mod players;
 mod rulesets;
@@ -57,6 +58,7 @@ pub struct HttpSettings {
         (name = "players", description = "Registration and profiles"),
         (name = "rulesets", description = "The rule-set presets"),
         (name = "matches", description = "Creating, joining and playing matches"),
+        (name = "ladder", description = "Ranked ladders, one per rule set"),
         (name = "system", description = "Health, readiness, metrics")
     )
 )]
@@ -85,6 +87,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .merge(players::router())
         .merge(rulesets::router())
         .merge(matches::router())
+        .merge(ladder::router())
         .merge(system::router())
 }
 

@@ -6,6 +6,7 @@ pub mod idempotency;
 pub mod matches;
 pub mod notices;
 pub mod players;
+pub mod ratings;
 pub mod replicas;
 pub mod settings;
 
