@@ -11,5 +11,6 @@ pub mod embedded_pg;
 pub mod engine;
 pub mod http;
 pub mod ladder;
+pub mod matchmaking;
 pub mod service;
 pub mod store;

@@ -9,7 +9,7 @@ use statki::embedded_pg::EmbeddedPostgres;
 use statki::engine::Clock;
 use statki::http::{self, HttpSettings};
 use statki::service::{GameSettings, Service};
-use statki::{auth, clock, store};
+use statki::{auth, clock, matchmaking, store};
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
@@ -64,7 +64,8 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
     };
     let service = Service::new(pool.clone(), settings, tokens);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let clock_task = tokio::spawn(clock::run(service.clone(), stop_rx));
+    let clock_task = tokio::spawn(clock::run(service.clone(), stop_rx.clone()));
+    let matchmaking_task = tokio::spawn(matchmaking::run(service.clone(), stop_rx));
 
     let app = http::app(
         http::state(service),
@@ -88,6 +89,7 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);
     let _ = clock_task.await;
+    let _ = matchmaking_task.await;
     pool.close().await;
     Ok(())
 }
