@@ -14,3 +14,4 @@ pub mod ladder;
 pub mod matchmaking;
 pub mod service;
 pub mod store;
+pub mod verify;

@@ -9,7 +9,7 @@ use statki::embedded_pg::EmbeddedPostgres;
 use statki::engine::Clock;
 use statki::http::{self, HttpSettings};
 use statki::service::{GameSettings, Service};
-use statki::{auth, clock, matchmaking, store};
+use statki::{auth, clock, matchmaking, store, verify};
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
@@ -33,7 +33,10 @@ async fn main() -> anyhow::Result<()> {
             url
         }
     };
-    let served = serve(&config, &database_url).await;
+    let served = match config.command {
+        Some(Task::Verify) => verify(&config, &database_url).await,
+        _ => serve(&config, &database_url).await,
+    };
     if let Some(cluster) = embedded {
         cluster
             .stop()
@@ -91,6 +94,18 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
     let _ = clock_task.await;
     let _ = matchmaking_task.await;
     pool.close().await;
+    Ok(())
+}
+
+/// `statki verify`: prints the report; a mismatch is an error, so the exit status says it.
+async fn verify(config: &Config, database_url: &str) -> anyhow::Result<()> {
+    let pool = store::connect_and_migrate(database_url, config.db_pool.min(2))
+        .await
+        .context("connecting to PostgreSQL and running migrations")?;
+    let report = verify::run(&pool).await.context("reading the database")?;
+    pool.close().await;
+    println!("{report}");
+    anyhow::ensure!(report.ok(), "{} mismatches", report.mismatches.len());
     Ok(())
 }
 
