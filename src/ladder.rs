@@ -20,8 +20,8 @@ use crate::service::{Result, ServiceError};
 use crate::store::{StoredEvent, ratings};
 
 /// A player is provisional while their deviation is above this. From the start (350) it
-/// takes about a dozen rated games against established opponents to get below it; the
-/// rating is then known to within about ±220 points (95%).
+/// takes 11 rated games against established opponents (about 14 between two newcomers)
+/// to get below it; the rating is then known to within about ±215 points (95%).
 pub const PROVISIONAL_DEVIATION: f64 = 110.0;
 
 /// Most entries one ladder page returns.
