@@ -291,7 +291,7 @@ fn reason_str(reason: FinishReason) -> &'static str {
     }
 }
 
-/// Re-runs the referee: every shot must have the outcome the opened fleets give it, and
+/// Re-runs the referee: every shot must have the outcome the locked fleets give it, and
 /// the finishing event must be what the engine decides for its reason.
 fn check_referee(match_id: Uuid, log: &[events::StoredEvent], report: &mut Report) {
     let id = Some(match_id);
