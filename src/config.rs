@@ -79,4 +79,7 @@ pub enum Task {
     Serve,
     /// Print the OpenAPI document (YAML) and exit.
     Openapi,
+    /// Re-fold every match from its events and check the stored rows, results, rating
+    /// changes and fleet commitments; exit non-zero on any mismatch.
+    Verify,
 }

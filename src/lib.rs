@@ -10,5 +10,8 @@ pub mod config;
 pub mod embedded_pg;
 pub mod engine;
 pub mod http;
+pub mod ladder;
+pub mod matchmaking;
 pub mod service;
 pub mod store;
+pub mod verify;

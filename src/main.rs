@@ -9,7 +9,7 @@ use statki::embedded_pg::EmbeddedPostgres;
 use statki::engine::Clock;
 use statki::http::{self, HttpSettings};
 use statki::service::{GameSettings, Service};
-use statki::{auth, clock, store};
+use statki::{auth, clock, matchmaking, store, verify};
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
@@ -33,7 +33,10 @@ async fn main() -> anyhow::Result<()> {
             url
         }
     };
-    let served = serve(&config, &database_url).await;
+    let served = match config.command {
+        Some(Task::Verify) => verify(&config, &database_url).await,
+        _ => serve(&config, &database_url).await,
+    };
     if let Some(cluster) = embedded {
         cluster
             .stop()
@@ -64,7 +67,8 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
     };
     let service = Service::new(pool.clone(), settings, tokens);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let clock_task = tokio::spawn(clock::run(service.clone(), stop_rx));
+    let clock_task = tokio::spawn(clock::run(service.clone(), stop_rx.clone()));
+    let matchmaking_task = tokio::spawn(matchmaking::run(service.clone(), stop_rx));
 
     let app = http::app(
         http::state(service),
@@ -88,7 +92,20 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);
     let _ = clock_task.await;
+    let _ = matchmaking_task.await;
     pool.close().await;
+    Ok(())
+}
+
+/// `statki verify`: prints the report; a mismatch is an error, so the exit status says it.
+async fn verify(config: &Config, database_url: &str) -> anyhow::Result<()> {
+    let pool = store::connect_and_migrate(database_url, config.db_pool.min(2))
+        .await
+        .context("connecting to PostgreSQL and running migrations")?;
+    let report = verify::run(&pool).await.context("reading the database")?;
+    pool.close().await;
+    println!("{report}");
+    anyhow::ensure!(report.ok(), "{} mismatches", report.mismatches.len());
     Ok(())
 }
 

@@ -95,9 +95,12 @@ pub struct PlayerProfile {
     pub id: Uuid,
     pub name: String,
     pub created_at: DateTime<Utc>,
+    /// Over every finished match, ranked or not.
     pub wins: i64,
     pub losses: i64,
     pub draws: i64,
+    /// Rating and record on each ranked ladder.
+    pub ladders: Vec<crate::ladder::LadderStanding>,
 }
 
 /// What a lobby asks for when creating a match.
@@ -266,6 +269,7 @@ impl Service {
             .await?
             .ok_or(ServiceError::NotFound("player"))?;
         let (wins, losses, draws) = players::record(&self.pool, id).await?;
+        let ladders = crate::ladder::standings(&self.pool, id).await?;
         Ok(PlayerProfile {
             id,
             name: row.name,
@@ -273,6 +277,7 @@ impl Service {
             wins,
             losses,
             draws,
+            ladders,
         })
     }
 
@@ -606,7 +611,14 @@ async fn append_events(
 ) -> Result<(Match, Vec<StoredEvent>)> {
     let mut state = row.state;
     state.evolve_all(events);
-    let stored = store::events::append(&mut *tx, row.id, row.last_seq, now, events).await?;
+    // A ranked result and its rating change are one fact: same transaction, same append.
+    let mut events = events.to_vec();
+    if let Some(rating) = crate::ladder::settle(&mut *tx, &state, &events, now).await? {
+        state.evolve_all(std::slice::from_ref(&rating));
+        events.push(rating);
+    }
+    let stored = store::events::append(&mut *tx, row.id, row.last_seq, now, &events).await?;
+    crate::ladder::record(&mut *tx, row.id, &stored).await?;
     let last_seq = stored.last().map_or(row.last_seq, |event| event.seq);
     matches::update(&mut *tx, row.id, &state, last_seq, now).await?;
     Ok((state, stored))

@@ -9,7 +9,7 @@ use super::cell::{Cell, CellSet, Placement};
 use super::commit;
 use super::error::Refusal;
 use super::fleet::Fleet;
-use super::ruleset::MatchRules;
+use super::ruleset::{MatchRules, RuleSetId};
 
 pub type PlayerId = Uuid;
 pub type Timestamp = DateTime<Utc>;
@@ -86,6 +86,46 @@ pub struct SunkShip {
     pub cells: Vec<Cell>,
 }
 
+/// How a rated match counted for one player.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Score {
+    Win,
+    Loss,
+    Draw,
+}
+
+/// A Glicko-2 rating: rating, deviation and volatility.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, ToSchema)]
+pub struct Rating {
+    pub rating: f64,
+    pub deviation: f64,
+    pub volatility: f64,
+}
+
+// Ratings are always finite, so bitwise equality is a true equivalence and lets `Event`
+// stay `Eq`.
+impl PartialEq for Rating {
+    fn eq(&self, other: &Self) -> bool {
+        self.rating.to_bits() == other.rating.to_bits()
+            && self.deviation.to_bits() == other.deviation.to_bits()
+            && self.volatility.to_bits() == other.volatility.to_bits()
+    }
+}
+
+impl Eq for Rating {}
+
+/// One player's ladder rating before and after a ranked match.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RatingChange {
+    pub player: Uuid,
+    pub score: Score,
+    /// This match is the player's `game`-th rated game on this ladder.
+    pub game: u32,
+    pub before: Rating,
+    pub after: Rating,
+}
+
 /// Everything that can happen to a match. `kind` names it in the event log.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -154,6 +194,12 @@ pub enum Event {
     MatchCancelled {
         reason: CancelReason,
     },
+    /// The ladder's verdict on a finished ranked match, recorded by the service in the
+    /// same transaction as the result.
+    RatingUpdated {
+        ruleset: RuleSetId,
+        changes: Vec<RatingChange>,
+    },
 }
 
 impl Event {
@@ -169,6 +215,7 @@ impl Event {
             Event::ClockExtended { .. } => "clock_extended",
             Event::MatchFinished { .. } => "match_finished",
             Event::MatchCancelled { .. } => "match_cancelled",
+            Event::RatingUpdated { .. } => "rating_updated",
         }
     }
 
@@ -184,7 +231,8 @@ impl Event {
             Event::BattleStarted { .. }
             | Event::ClockExtended { .. }
             | Event::MatchFinished { .. }
-            | Event::MatchCancelled { .. } => None,
+            | Event::MatchCancelled { .. }
+            | Event::RatingUpdated { .. } => None,
         }
     }
 }
@@ -763,6 +811,19 @@ impl Match {
                 self.phase = Phase::Cancelled;
                 self.turn = None;
                 self.deadline = None;
+            }
+            // Ratings never change the match; they only follow a ranked result.
+            Event::RatingUpdated { ruleset, changes } => {
+                let rated = changes
+                    .iter()
+                    .all(|change| self.seat_of(change.player).is_some());
+                if self.phase != Phase::Finished
+                    || !self.ranked
+                    || *ruleset != self.rules.ruleset
+                    || !rated
+                {
+                    return Err(corrupt());
+                }
             }
         }
         self.version += 1;

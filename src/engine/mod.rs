@@ -20,7 +20,7 @@ pub use error::Refusal;
 pub use fleet::{Fleet, PlacementHints};
 pub use game::{
     CancelReason, Command, CorruptLog, Draw, Event, FinishReason, Match, MatchResult, Outcome,
-    Phase, PlayerId, SunkShip, Timestamp,
+    Phase, PlayerId, Rating, RatingChange, Score, SunkShip, Timestamp,
 };
 pub use ruleset::{Clock, HouseOptions, MatchRules, RuleSet, RuleSetId};
 pub use snapshot::Snapshot;

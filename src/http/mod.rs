@@ -3,8 +3,10 @@
 
 pub mod error;
 pub mod extract;
+mod ladder;
 mod matches;
 mod players;
+mod queue;
 mod rulesets;
 mod system;
 
@@ -57,6 +59,8 @@ pub struct HttpSettings {
         (name = "players", description = "Registration and profiles"),
         (name = "rulesets", description = "The rule-set presets"),
         (name = "matches", description = "Creating, joining and playing matches"),
+        (name = "matchmaking", description = "The ranked queue and rematches"),
+        (name = "ladder", description = "Ranked ladders, one per rule set"),
         (name = "system", description = "Health, readiness, metrics")
     )
 )]
@@ -85,6 +89,8 @@ fn routes() -> OpenApiRouter<AppState> {
         .merge(players::router())
         .merge(rulesets::router())
         .merge(matches::router())
+        .merge(ladder::router())
+        .merge(queue::router())
         .merge(system::router())
 }
 

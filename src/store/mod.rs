@@ -6,6 +6,9 @@ pub mod idempotency;
 pub mod matches;
 pub mod notices;
 pub mod players;
+pub mod queue;
+pub mod ratings;
+pub mod rematch;
 pub mod replicas;
 pub mod settings;
 

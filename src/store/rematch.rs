@@ -1,0 +1,103 @@
+//! Rematch offers and the rematches they started.
+
+use chrono::{DateTime, Utc};
+use sqlx::{PgConnection, PgExecutor, Row};
+use uuid::Uuid;
+
+use super::{StoreError, classify};
+
+/// A player's standing offer to play a finished match again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Offer {
+    pub player_id: Uuid,
+    pub offered_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// The live (unexpired) offers on `match_id`.
+pub async fn offers(
+    db: impl PgExecutor<'_>,
+    match_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<Vec<Offer>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT player_id, offered_at, expires_at FROM rematch_offers
+         WHERE match_id = $1 AND expires_at > $2 ORDER BY offered_at",
+    )
+    .bind(match_id)
+    .bind(now)
+    .fetch_all(db)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(Offer {
+                player_id: row.try_get("player_id")?,
+                offered_at: row.try_get("offered_at")?,
+                expires_at: row.try_get("expires_at")?,
+            })
+        })
+        .collect()
+}
+
+/// Records or renews `player`'s offer.
+pub async fn offer(
+    db: impl PgExecutor<'_>,
+    match_id: Uuid,
+    player: Uuid,
+    now: DateTime<Utc>,
+    expires_at: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO rematch_offers (match_id, player_id, offered_at, expires_at)
+         VALUES ($1, $2, $3, $4)
+         ON CONFLICT (match_id, player_id)
+             DO UPDATE SET offered_at = excluded.offered_at, expires_at = excluded.expires_at",
+    )
+    .bind(match_id)
+    .bind(player)
+    .bind(now)
+    .bind(expires_at)
+    .execute(db)
+    .await
+    .map_err(classify)?;
+    Ok(())
+}
+
+/// The rematch `match_id` already started, if any.
+pub async fn started(db: impl PgExecutor<'_>, match_id: Uuid) -> Result<Option<Uuid>, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT rematch_id FROM rematches WHERE match_id = $1")
+            .bind(match_id)
+            .fetch_optional(db)
+            .await?,
+    )
+}
+
+/// Remembers that `match_id` was played again as `rematch_id`, and clears its offers.
+pub async fn record_started(
+    conn: &mut PgConnection,
+    match_id: Uuid,
+    rematch_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    sqlx::query("INSERT INTO rematches (match_id, rematch_id, created_at) VALUES ($1, $2, $3)")
+        .bind(match_id)
+        .bind(rematch_id)
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("DELETE FROM rematch_offers WHERE match_id = $1")
+        .bind(match_id)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// Removes offers that expired by `now`.
+pub async fn purge(db: impl PgExecutor<'_>, now: DateTime<Utc>) -> Result<u64, StoreError> {
+    let done = sqlx::query("DELETE FROM rematch_offers WHERE expires_at <= $1")
+        .bind(now)
+        .execute(db)
+        .await?;
+    Ok(done.rows_affected())
+}

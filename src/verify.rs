@@ -1,0 +1,596 @@
+//! `statki verify`: re-derives what the database claims from the event log and reports
+//! every mismatch.
+//!
+//! For every match it folds the events and checks the stored row (snapshot and columns)
+//! against the fold, re-runs the referee on each shot and on the finishing event, checks
+//! the fleet commitments and the rating events. Then it replays each ladder's history
+//! (each player's games in order, each recomputed with Glicko-2 from the one before)
+//! against `rating_changes` and `ratings`. Everything is read in one repeatable-read
+//! snapshot, so a live service can be verified.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+use sqlx::{PgConnection, PgPool, Row};
+use uuid::Uuid;
+
+use crate::engine::{
+    Command, Draw, Event, FinishReason, Match, Phase, Rating, RatingChange, Refusal, Score,
+    Snapshot,
+};
+use crate::ladder;
+use crate::store::{StoreError, events, ratings};
+
+/// Ratings read back from JSON may differ from the computed ones in the last bits.
+const TOLERANCE: f64 = 1e-6;
+
+/// One thing that does not add up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mismatch {
+    pub match_id: Option<Uuid>,
+    pub what: String,
+}
+
+impl fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.match_id {
+            Some(id) => write!(f, "match {id}: {}", self.what),
+            None => write!(f, "{}", self.what),
+        }
+    }
+}
+
+/// What a verification run found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    pub matches: usize,
+    pub finished: usize,
+    pub ranked: usize,
+    pub events: usize,
+    pub rating_changes: usize,
+    pub standings: usize,
+    pub mismatches: Vec<Mismatch>,
+}
+
+impl Report {
+    pub fn ok(&self) -> bool {
+        self.mismatches.is_empty()
+    }
+
+    fn flag(&mut self, match_id: Option<Uuid>, what: impl Into<String>) {
+        self.mismatches.push(Mismatch {
+            match_id,
+            what: what.into(),
+        });
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "verified {} matches ({} finished, {} ranked), {} events, {} rating changes, {} ladder standings",
+            self.matches,
+            self.finished,
+            self.ranked,
+            self.events,
+            self.rating_changes,
+            self.standings
+        )?;
+        if self.ok() {
+            write!(f, "OK: every row agrees with the event log")
+        } else {
+            for mismatch in &self.mismatches {
+                writeln!(f, "MISMATCH {mismatch}")?;
+            }
+            write!(f, "FAILED: {} mismatches", self.mismatches.len())
+        }
+    }
+}
+
+/// A match row as stored, columns and all.
+struct Stored {
+    id: Uuid,
+    ruleset: String,
+    ranked: bool,
+    phase: String,
+    creator: Uuid,
+    joiner: Option<Uuid>,
+    winner: Option<Uuid>,
+    reason: Option<String>,
+    last_seq: i64,
+    snapshot: serde_json::Value,
+}
+
+/// Verifies the whole database.
+pub async fn run(pool: &PgPool) -> Result<Report, StoreError> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        .execute(&mut *tx)
+        .await?;
+    let mut report = Report::default();
+    let rows = sqlx::query(
+        "SELECT id, ruleset, ranked, phase, creator, joiner, winner, reason, last_seq, snapshot
+         FROM matches ORDER BY created_at, id",
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    // Rating events by match, to compare with the history rows.
+    let mut rated: HashMap<Uuid, (i64, Vec<RatingChange>)> = HashMap::new();
+    for row in rows {
+        let stored = Stored {
+            id: row.try_get("id")?,
+            ruleset: row.try_get("ruleset")?,
+            ranked: row.try_get("ranked")?,
+            phase: row.try_get("phase")?,
+            creator: row.try_get("creator")?,
+            joiner: row.try_get("joiner")?,
+            winner: row.try_get("winner")?,
+            reason: row.try_get("reason")?,
+            last_seq: row.try_get("last_seq")?,
+            snapshot: row.try_get("snapshot")?,
+        };
+        check_match(&mut tx, &stored, &mut report, &mut rated).await?;
+    }
+    check_ladders(&mut tx, &mut report, &rated).await?;
+    tx.commit().await?;
+    Ok(report)
+}
+
+async fn check_match(
+    conn: &mut PgConnection,
+    stored: &Stored,
+    report: &mut Report,
+    rated: &mut HashMap<Uuid, (i64, Vec<RatingChange>)>,
+) -> Result<(), StoreError> {
+    let id = Some(stored.id);
+    report.matches += 1;
+    let log = match events::list(&mut *conn, stored.id, 0, i64::MAX).await {
+        Ok(log) => log,
+        Err(StoreError::Corrupt(detail)) => {
+            report.flag(id, format!("an event does not decode: {detail}"));
+            return Ok(());
+        }
+        Err(error) => return Err(error),
+    };
+    report.events += log.len();
+    for (expected, event) in (1..).zip(&log) {
+        if event.seq != expected {
+            report.flag(
+                id,
+                format!("event seq {} where {expected} was due", event.seq),
+            );
+            return Ok(());
+        }
+    }
+    if stored.last_seq != log.len() as i64 {
+        report.flag(
+            id,
+            format!(
+                "row says last_seq {}, the log has {} events",
+                stored.last_seq,
+                log.len()
+            ),
+        );
+    }
+    let state = match Match::fold(log.iter().map(|stored| &stored.event)) {
+        Ok(state) => state,
+        Err(error) => {
+            report.flag(id, format!("the event log does not fold: {error}"));
+            return Ok(());
+        }
+    };
+    check_row(stored, &state, report);
+    if state.phase == Phase::Finished {
+        report.finished += 1;
+    }
+    // A live match is checked as far as it got: its shots and its locked fleets are final.
+    check_referee(stored.id, &log, report);
+    if !state.commitments_verify() {
+        report.flag(id, "a fleet does not match its published commitment");
+    }
+    let updates: Vec<(i64, &Vec<RatingChange>)> = log
+        .iter()
+        .filter_map(|event| match &event.event {
+            Event::RatingUpdated { changes, .. } => Some((event.seq, changes)),
+            _ => None,
+        })
+        .collect();
+    let should_rate = state.ranked
+        && state
+            .result
+            .is_some_and(|result| ladder::counts(result.reason));
+    if should_rate {
+        report.ranked += 1;
+    }
+    match (should_rate, updates.as_slice()) {
+        (false, []) => {}
+        (true, [(seq, changes)]) => {
+            check_rating_event(stored.id, &state, changes, report);
+            rated.insert(stored.id, (*seq, (*changes).clone()));
+        }
+        (true, []) => report.flag(id, "a ranked result without a rating_updated event"),
+        (false, _) => report.flag(id, "rating_updated on a match that is not rated"),
+        (true, _) => report.flag(id, "more than one rating_updated event"),
+    }
+    Ok(())
+}
+
+/// The row must be exactly what its events fold to.
+fn check_row(stored: &Stored, state: &Match, report: &mut Report) {
+    let id = Some(stored.id);
+    match serde_json::from_value::<Snapshot>(stored.snapshot.clone()) {
+        Ok(snapshot) if snapshot == state.snapshot() => {}
+        Ok(snapshot) => {
+            let folded = state.snapshot();
+            let mut fields = Vec::new();
+            if snapshot.phase != folded.phase {
+                fields.push("phase");
+            }
+            if snapshot.result != folded.result {
+                fields.push("result");
+            }
+            if snapshot.turn != folded.turn {
+                fields.push("turn");
+            }
+            if snapshot.deadline != folded.deadline {
+                fields.push("deadline");
+            }
+            if snapshot.sides != folded.sides {
+                fields.push("sides");
+            }
+            if snapshot.version != folded.version {
+                fields.push("version");
+            }
+            report.flag(
+                id,
+                format!(
+                    "stored snapshot differs from the fold of its events ({})",
+                    if fields.is_empty() {
+                        "rules".to_owned()
+                    } else {
+                        fields.join(", ")
+                    }
+                ),
+            );
+        }
+        Err(error) => report.flag(id, format!("stored snapshot does not decode: {error}")),
+    }
+    let reason = state
+        .result
+        .map(|result| reason_str(result.reason).to_owned());
+    let columns = [
+        ("ruleset", stored.ruleset == state.rules.ruleset.as_str()),
+        ("ranked", stored.ranked == state.ranked),
+        ("phase", stored.phase == state.phase.as_str()),
+        ("creator", Some(stored.creator) == state.player(0)),
+        ("joiner", stored.joiner == state.player(1)),
+        (
+            "winner",
+            stored.winner == state.result.and_then(|result| result.winner),
+        ),
+        ("reason", stored.reason == reason),
+    ];
+    for (column, agrees) in columns {
+        if !agrees {
+            report.flag(
+                id,
+                format!("column `{column}` differs from the fold of its events"),
+            );
+        }
+    }
+}
+
+fn reason_str(reason: FinishReason) -> &'static str {
+    match reason {
+        FinishReason::AllSunk => "all_sunk",
+        FinishReason::PlacementTimeout => "placement_timeout",
+        FinishReason::BothPlacementTimeout => "both_placement_timeout",
+        FinishReason::ShotTimeout => "shot_timeout",
+        FinishReason::Resigned => "resigned",
+    }
+}
+
+/// Re-runs the referee: every shot must have the outcome the locked fleets give it, and
+/// the finishing event must be what the engine decides for its reason.
+fn check_referee(match_id: Uuid, log: &[events::StoredEvent], report: &mut Report) {
+    let id = Some(match_id);
+    let Some((first, rest)) = log.split_first() else {
+        return;
+    };
+    let Ok(mut state) = Match::fold([&first.event]) else {
+        return;
+    };
+    let draw = Draw {
+        coin: false,
+        salt: [0; 16],
+    };
+    let mut index = 0;
+    while index < rest.len() {
+        let stored = &rest[index];
+        let expected: Option<Result<Vec<Event>, Refusal>> =
+            match &stored.event {
+                // Fleets are locked before the first shot, so the folded state holds the very
+                // fleets each shot was fired at.
+                Event::ShotFired { player, cell, .. } => {
+                    Some(state.decide(*player, &Command::Fire { cell: *cell }, stored.at, draw))
+                }
+                Event::MatchFinished { winner, reason } => match reason {
+                    FinishReason::AllSunk => None,
+                    FinishReason::Resigned => {
+                        let loser = state
+                            .players()
+                            .into_iter()
+                            .find(|player| Some(*player) != *winner)
+                            .ok_or(Refusal::NotAPlayer);
+                        Some(loser.and_then(|loser| {
+                            state.decide(loser, &Command::Resign, stored.at, draw)
+                        }))
+                    }
+                    FinishReason::PlacementTimeout
+                    | FinishReason::BothPlacementTimeout
+                    | FinishReason::ShotTimeout => Some(state.expire(stored.at)),
+                },
+                _ => None,
+            };
+        match expected {
+            None => {}
+            Some(Err(refusal)) => {
+                report.flag(
+                    id,
+                    format!(
+                        "event {} ({}) is refused by the rules: {refusal}",
+                        stored.seq,
+                        stored.event.kind()
+                    ),
+                );
+                return;
+            }
+            Some(Ok(expected)) => {
+                let recorded: Vec<&Event> = rest[index..]
+                    .iter()
+                    .take(expected.len())
+                    .map(|stored| &stored.event)
+                    .collect();
+                let agrees = expected.len() == recorded.len()
+                    && expected
+                        .iter()
+                        .zip(&recorded)
+                        .all(|(want, got)| same_decision(want, got));
+                if !agrees {
+                    report.flag(
+                        id,
+                        format!(
+                            "event {} ({}) is not what the rules decide",
+                            stored.seq,
+                            stored.event.kind()
+                        ),
+                    );
+                    return;
+                }
+            }
+        }
+        if let Event::MatchFinished {
+            reason: FinishReason::AllSunk,
+            winner,
+        } = &stored.event
+        {
+            // Only a shot that sank the last ship may end a match this way, and that shot
+            // was checked above together with this event.
+            let sank_all = index > 0
+                && matches!(&rest[index - 1].event, Event::ShotFired { player, next_turn: None, .. } if Some(*player) == *winner);
+            if !sank_all {
+                report.flag(id, format!("event {} claims all ships sunk", stored.seq));
+                return;
+            }
+        }
+        if state.evolve(&stored.event).is_err() {
+            return;
+        }
+        index += 1;
+    }
+}
+
+/// Two events are the same decision; clocks are left out, as the time a deadline was
+/// armed is the clock's business, not the referee's.
+fn same_decision(want: &Event, got: &Event) -> bool {
+    match (want, got) {
+        (
+            Event::ShotFired {
+                player: p1,
+                cell: c1,
+                outcome: o1,
+                sunk_ship: s1,
+                marked: m1,
+                next_turn: n1,
+                ..
+            },
+            Event::ShotFired {
+                player: p2,
+                cell: c2,
+                outcome: o2,
+                sunk_ship: s2,
+                marked: m2,
+                next_turn: n2,
+                ..
+            },
+        ) => p1 == p2 && c1 == c2 && o1 == o2 && s1 == s2 && m1 == m2 && n1 == n2,
+        _ => want == got,
+    }
+}
+
+fn close(a: &Rating, b: &Rating) -> bool {
+    (a.rating - b.rating).abs() < TOLERANCE
+        && (a.deviation - b.deviation).abs() < TOLERANCE
+        && (a.volatility - b.volatility).abs() < TOLERANCE
+}
+
+/// The event must rate exactly the two players, score them by the result, and move each
+/// rating the way Glicko-2 does from the stated `before`.
+fn check_rating_event(
+    match_id: Uuid,
+    state: &Match,
+    changes: &[RatingChange],
+    report: &mut Report,
+) {
+    let id = Some(match_id);
+    let (Some(first), Some(second)) = (state.player(0), state.player(1)) else {
+        report.flag(id, "a rated match without two players");
+        return;
+    };
+    let find = |player: Uuid| changes.iter().find(|change| change.player == player);
+    let (Some(a), Some(b)) = (find(first), find(second)) else {
+        report.flag(id, "rating_updated does not rate both players");
+        return;
+    };
+    if changes.len() != 2 {
+        report.flag(id, "rating_updated rates more than the two players");
+    }
+    let Some(recomputed) = ladder::changes(
+        state,
+        [
+            (first, a.before, a.game.saturating_sub(1)),
+            (second, b.before, b.game.saturating_sub(1)),
+        ],
+    ) else {
+        report.flag(id, "rating_updated on a result the ladder does not count");
+        return;
+    };
+    for (want, got) in recomputed.1.iter().zip([a, b]) {
+        if want.score != got.score {
+            report.flag(
+                id,
+                format!(
+                    "rating_updated scores {} as {:?}, the result says {:?}",
+                    got.player, got.score, want.score
+                ),
+            );
+        }
+        if !close(&want.after, &got.after) {
+            report.flag(
+                id,
+                format!(
+                    "rating_updated gives {} a rating Glicko-2 does not",
+                    got.player
+                ),
+            );
+        }
+    }
+}
+
+/// Each player's history on each ladder must be an unbroken chain from the start, agree
+/// with the match's event, and end at their current standing.
+async fn check_ladders(
+    conn: &mut PgConnection,
+    report: &mut Report,
+    rated: &HashMap<Uuid, (i64, Vec<RatingChange>)>,
+) -> Result<(), StoreError> {
+    let history = ratings::all_changes(&mut *conn).await?;
+    let standings = ratings::all(&mut *conn).await?;
+    report.rating_changes = history.len();
+    report.standings = standings.len();
+    let mut chains: BTreeMap<(String, Uuid), Vec<&ratings::ChangeRow>> = BTreeMap::new();
+    for row in &history {
+        chains
+            .entry((row.ruleset.clone(), row.change.player))
+            .or_default()
+            .push(row);
+        let id = Some(row.match_id);
+        match rated.get(&row.match_id) {
+            None => report.flag(id, "a rating_changes row without a rating_updated event"),
+            Some((seq, changes)) => {
+                let event = changes
+                    .iter()
+                    .find(|change| change.player == row.change.player);
+                let agrees = event.is_some_and(|event| {
+                    event.score == row.change.score
+                        && event.game == row.change.game
+                        && close(&event.before, &row.change.before)
+                        && close(&event.after, &row.change.after)
+                });
+                if *seq != row.seq || !agrees {
+                    report.flag(
+                        id,
+                        format!(
+                            "rating_changes row of {} differs from the rating_updated event",
+                            row.change.player
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    for (match_id, (_, changes)) in rated {
+        for change in changes {
+            let recorded = history
+                .iter()
+                .any(|row| row.match_id == *match_id && row.change.player == change.player);
+            if !recorded {
+                report.flag(
+                    Some(*match_id),
+                    format!("no rating_changes row for {}", change.player),
+                );
+            }
+        }
+    }
+    for ((ruleset, player), chain) in &chains {
+        let mut expected = ladder::initial();
+        for (game, row) in (1..).zip(chain) {
+            if row.change.game != game {
+                report.flag(
+                    Some(row.match_id),
+                    format!(
+                        "{player} on {ruleset}: game {} where {game} was due",
+                        row.change.game
+                    ),
+                );
+                break;
+            }
+            if !close(&row.change.before, &expected) {
+                report.flag(
+                    Some(row.match_id),
+                    format!("{player} on {ruleset}: rating before game {game} is not the rating after the one before"),
+                );
+            }
+            expected = row.change.after;
+        }
+        let standing = standings
+            .iter()
+            .find(|standing| standing.ruleset == *ruleset && standing.player_id == *player);
+        let count = |score| chain.iter().filter(|row| row.change.score == score).count() as i64;
+        match standing {
+            None => report.flag(
+                None,
+                format!("{player} on {ruleset}: history but no standing"),
+            ),
+            Some(standing) => {
+                let agrees = close(&standing.rating, &expected)
+                    && standing.games == chain.len() as i64
+                    && standing.wins == count(Score::Win)
+                    && standing.losses == count(Score::Loss)
+                    && standing.draws == count(Score::Draw);
+                if !agrees {
+                    report.flag(
+                        None,
+                        format!(
+                            "{player} on {ruleset}: standing differs from the end of the history"
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    for standing in &standings {
+        let key = (standing.ruleset.clone(), standing.player_id);
+        if standing.games > 0 && !chains.contains_key(&key) {
+            report.flag(
+                None,
+                format!(
+                    "{} on {}: standing without history",
+                    standing.player_id, standing.ruleset
+                ),
+            );
+        }
+    }
+    Ok(())
+}
