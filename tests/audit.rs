@@ -1,4 +1,4 @@
-//! Every ```sql block of docs/audit.md runs against a database with played matches, read
+//! Every ```sql block of README.md runs against a database with played matches, read
 //! only, and returns sensible rows.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -11,7 +11,7 @@ use serde_json::json;
 use sqlx::postgres::PgRow;
 use sqlx::{Column, PgPool, Row};
 
-const AUDIT: &str = include_str!("../docs/audit.md");
+const AUDIT: &str = include_str!("../README.md");
 
 /// The SQL of every ```sql fence, in order.
 fn sql_blocks(markdown: &str) -> Vec<String> {
