@@ -20,7 +20,7 @@ use uuid::Uuid;
 use crate::engine::{Command, Draw, Match, MatchRules, Phase, Refusal, RuleSetId};
 use crate::service::{EVENTS_CHANNEL, Idempotency, NewMatch, Service, ServiceError};
 use crate::store::queue::{self, Entry, Window};
-use crate::store::{StoreError, events, idempotency, matches, notices, ratings, rematch};
+use crate::store::{StoreError, idempotency, matches, notices, ratings, rematch};
 
 /// How far apart two ratings may be to pair: 100 points at first, 5 more for every second
 /// the longer-waiting player has waited, at most 1000 (reached after three minutes).
@@ -199,14 +199,7 @@ pub async fn start_match(
     all.extend(joined);
     let id = Uuid::now_v7();
     matches::insert(&mut *conn, id, &state, now).await?;
-    let stored = events::append(&mut *conn, id, 0, now, &all).await?;
-    let last_seq = stored.last().map_or(0, |event| event.seq);
-    matches::update(&mut *conn, id, &state, last_seq, now).await?;
-    sqlx::query("SELECT pg_notify($1, $2)")
-        .bind(EVENTS_CHANNEL)
-        .bind(format!("{id}:{last_seq}"))
-        .execute(&mut *conn)
-        .await?;
+    matches::record(&mut *conn, id, 0, now, &all, &state, EVENTS_CHANNEL).await?;
     metrics::counter!("statki_matches_arranged_total").increment(1);
     Ok(id)
 }

@@ -338,8 +338,8 @@ impl Service {
         let state = Match::fold([&created]).map_err(|e| ServiceError::Corrupt(e.to_string()))?;
         let id = Uuid::now_v7();
         matches::insert(&mut *tx, id, &state, now).await?;
-        let stored = store::events::append(&mut *tx, id, 0, now, &[created]).await?;
-        matches::update(&mut *tx, id, &state, 1, now).await?;
+        let stored =
+            matches::record(&mut *tx, id, 0, now, &[created], &state, EVENTS_CHANNEL).await?;
         let resource = render(id, &state, 1, now, creator, now);
         let response = to_json(&resource)?;
         remember(&mut tx, creator, idempotency, &response).await?;
@@ -548,8 +548,9 @@ async fn remember(
     Ok(())
 }
 
-/// Announces committed events: player notices, and `match_id:seq` on the events channel.
-/// Both are delivered at commit, so listeners never see an event that was rolled back.
+/// Pushes the player notices committed events cause (the events channel itself is
+/// notified by `matches::record`). Both are delivered at commit, so listeners never see
+/// an event that was rolled back.
 async fn announce(
     tx: &mut sqlx::PgConnection,
     match_id: Uuid,
@@ -558,13 +559,6 @@ async fn announce(
 ) -> Result<()> {
     for stored_event in stored {
         notify_players(tx, match_id, state, &stored_event.event).await?;
-    }
-    if let Some(last) = stored.last() {
-        sqlx::query("SELECT pg_notify($1, $2)")
-            .bind(EVENTS_CHANNEL)
-            .bind(format!("{match_id}:{}", last.seq))
-            .execute(&mut *tx)
-            .await?;
     }
     Ok(())
 }
@@ -617,10 +611,17 @@ async fn append_events(
         state.evolve_all(std::slice::from_ref(&rating));
         events.push(rating);
     }
-    let stored = store::events::append(&mut *tx, row.id, row.last_seq, now, &events).await?;
+    let stored = matches::record(
+        &mut *tx,
+        row.id,
+        row.last_seq,
+        now,
+        &events,
+        &state,
+        EVENTS_CHANNEL,
+    )
+    .await?;
     crate::ladder::record(&mut *tx, row.id, &stored).await?;
-    let last_seq = stored.last().map_or(row.last_seq, |event| event.seq);
-    matches::update(&mut *tx, row.id, &state, last_seq, now).await?;
     Ok((state, stored))
 }
 

@@ -15,7 +15,45 @@ pub struct StoredEvent {
     pub event: Event,
 }
 
-/// Appends `events` as seq `after + 1`, `after + 2`, … in one statement.
+/// The columns of `events` numbered from `after + 1`, as arrays for one `UNNEST` insert.
+pub(super) struct Columns {
+    pub seqs: Vec<i64>,
+    pub actors: Vec<Option<Uuid>>,
+    pub kinds: Vec<&'static str>,
+    pub payloads: Vec<serde_json::Value>,
+}
+
+pub(super) fn columns(after: i64, events: &[Event]) -> Result<Columns, StoreError> {
+    let mut columns = Columns {
+        seqs: Vec::with_capacity(events.len()),
+        actors: Vec::with_capacity(events.len()),
+        kinds: Vec::with_capacity(events.len()),
+        payloads: Vec::with_capacity(events.len()),
+    };
+    for (offset, event) in (1..).zip(events) {
+        columns.seqs.push(after + offset);
+        columns.actors.push(event.actor());
+        columns.kinds.push(event.kind());
+        columns
+            .payloads
+            .push(serde_json::to_value(event).map_err(|e| StoreError::Corrupt(e.to_string()))?);
+    }
+    Ok(columns)
+}
+
+pub(super) fn stored(after: i64, at: DateTime<Utc>, events: &[Event]) -> Vec<StoredEvent> {
+    (1..)
+        .zip(events)
+        .map(|(offset, event)| StoredEvent {
+            seq: after + offset,
+            at,
+            event: event.clone(),
+        })
+        .collect()
+}
+
+/// Appends `events` as seq `after + 1`, `after + 2`, … in one statement. The service uses
+/// [`super::matches::record`], which also updates the row; this is for tests and tools.
 pub async fn append(
     db: impl PgExecutor<'_>,
     match_id: Uuid,
@@ -23,16 +61,7 @@ pub async fn append(
     at: DateTime<Utc>,
     events: &[Event],
 ) -> Result<Vec<StoredEvent>, StoreError> {
-    let mut seqs = Vec::with_capacity(events.len());
-    let mut actors = Vec::with_capacity(events.len());
-    let mut kinds = Vec::with_capacity(events.len());
-    let mut payloads = Vec::with_capacity(events.len());
-    for (offset, event) in (1..).zip(events) {
-        seqs.push(after + offset);
-        actors.push(event.actor());
-        kinds.push(event.kind());
-        payloads.push(serde_json::to_value(event).map_err(|e| StoreError::Corrupt(e.to_string()))?);
-    }
+    let columns = columns(after, events)?;
     sqlx::query(
         "INSERT INTO match_events (match_id, seq, at, actor, kind, payload)
          SELECT $1, seq, $2, actor, kind, payload
@@ -40,21 +69,13 @@ pub async fn append(
     )
     .bind(match_id)
     .bind(at)
-    .bind(&seqs)
-    .bind(&actors)
-    .bind(&kinds)
-    .bind(&payloads)
+    .bind(&columns.seqs)
+    .bind(&columns.actors)
+    .bind(&columns.kinds)
+    .bind(&columns.payloads)
     .execute(db)
     .await?;
-    Ok(seqs
-        .into_iter()
-        .zip(events)
-        .map(|(seq, event)| StoredEvent {
-            seq,
-            at,
-            event: event.clone(),
-        })
-        .collect())
+    Ok(stored(after, at, events))
 }
 
 /// Events of a match after `after`, in order, at most `limit`.

@@ -4,8 +4,9 @@ use chrono::{DateTime, Utc};
 use sqlx::{PgExecutor, Row};
 use uuid::Uuid;
 
+use super::events::StoredEvent;
 use super::{StoreError, classify};
-use crate::engine::{Match, Snapshot};
+use crate::engine::{Event, Match, Snapshot};
 
 /// A match as loaded from its row.
 #[derive(Clone, Debug)]
@@ -27,6 +28,13 @@ fn decode(row: &sqlx::postgres::PgRow) -> Result<MatchRow, StoreError> {
         last_seq: row.try_get("last_seq")?,
         created_at: row.try_get("created_at")?,
     })
+}
+
+fn finish_reason(reason: crate::engine::FinishReason) -> String {
+    serde_json::to_value(reason)
+        .ok()
+        .and_then(|value| value.as_str().map(str::to_owned))
+        .unwrap_or_default()
 }
 
 fn snapshot_json(state: &Match) -> Result<serde_json::Value, StoreError> {
@@ -107,12 +115,7 @@ pub async fn update(
     .bind(state.turn.and_then(|seat| state.player(seat)))
     .bind(state.deadline)
     .bind(state.result.and_then(|result| result.winner))
-    .bind(state.result.map(|result| {
-        serde_json::to_value(result.reason)
-            .ok()
-            .and_then(|value| value.as_str().map(str::to_owned))
-            .unwrap_or_default()
-    }))
+    .bind(state.result.map(|result| finish_reason(result.reason)))
     .bind(last_seq)
     .bind(snapshot_json(state)?)
     .bind(at)
@@ -120,6 +123,59 @@ pub async fn update(
     .await
     .map_err(classify)?;
     Ok(())
+}
+
+/// Appends `events` after `after`, writes the match's new state, and announces
+/// `match_id:last_seq` on `channel` at commit — one statement, so a command costs one round
+/// trip for all three.
+pub async fn record(
+    db: impl PgExecutor<'_>,
+    id: Uuid,
+    after: i64,
+    at: DateTime<Utc>,
+    events: &[Event],
+    state: &Match,
+    channel: &str,
+) -> Result<Vec<StoredEvent>, StoreError> {
+    let columns = super::events::columns(after, events)?;
+    let last_seq = after + i64::try_from(events.len()).unwrap_or(i64::MAX);
+    let reason = state.result.map(|result| finish_reason(result.reason));
+    sqlx::query(
+        "WITH appended AS (
+             INSERT INTO match_events (match_id, seq, at, actor, kind, payload)
+             SELECT $1, seq, $2, actor, kind, payload
+             FROM UNNEST($3::bigint[], $4::uuid[], $5::text[], $6::jsonb[])
+                  AS e(seq, actor, kind, payload)
+             RETURNING seq
+         ), updated AS (
+             UPDATE matches SET phase = $7, joiner = $8, turn = $9, deadline = $10, winner = $11,
+                    reason = $12, last_seq = $13, snapshot = $14, updated_at = $2
+             WHERE id = $1
+             RETURNING id
+         )
+         SELECT (SELECT count(*) FROM appended) AS appended,
+                (SELECT count(*) FROM updated) AS updated,
+                pg_notify($15, $1::text || ':' || $13::text)",
+    )
+    .bind(id)
+    .bind(at)
+    .bind(&columns.seqs)
+    .bind(&columns.actors)
+    .bind(&columns.kinds)
+    .bind(&columns.payloads)
+    .bind(state.phase.as_str())
+    .bind(state.player(1))
+    .bind(state.turn.and_then(|seat| state.player(seat)))
+    .bind(state.deadline)
+    .bind(state.result.and_then(|result| result.winner))
+    .bind(reason)
+    .bind(last_seq)
+    .bind(snapshot_json(state)?)
+    .bind(channel)
+    .execute(db)
+    .await
+    .map_err(classify)?;
+    Ok(super::events::stored(after, at, events))
 }
 
 /// Matches waiting for an opponent that `viewer` may join, oldest first.
