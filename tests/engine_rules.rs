@@ -886,7 +886,22 @@ fn the_whole_fleet_may_replace_ships_placed_one_by_one() {
         game.place(CREATOR, 1, h("A1"));
         game.place(CREATOR, 2, h("A3"));
         let fleet = creator_fleet(id);
-        game.exec(CREATOR, &place_fleet(fleet.clone()));
+        let events = game.exec(CREATOR, &place_fleet(fleet.clone()));
+        assert_eq!(
+            events[..2],
+            [
+                Event::ShipRemoved {
+                    player: CREATOR,
+                    index: 1
+                },
+                Event::ShipRemoved {
+                    player: CREATOR,
+                    index: 2
+                }
+            ],
+            "the old ships are picked up first"
+        );
+        assert_eq!(events.len(), 2 + fleet.len() + 1);
         let side = &game.state.sides[0];
         assert!(side.fleet.is_locked(), "{id:?}");
         assert_eq!(

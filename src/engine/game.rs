@@ -444,8 +444,10 @@ impl Match {
     /// Applies events this state itself decided, which always follow.
     pub fn evolve_all(&mut self, events: &[Event]) {
         for event in events {
-            // Events from `decide` always fit the state they were decided on.
-            let _ = self.evolve(event);
+            // Events from `decide` always fit the state they were decided on; a debug build
+            // says so loudly rather than leaving a state its own log does not fold to.
+            let folded = self.evolve(event);
+            debug_assert!(folded.is_ok(), "a decided event did not fold: {folded:?}");
         }
     }
 
@@ -521,7 +523,15 @@ impl Match {
         let cells = Fleet::check_whole(self.rules.preset(), placements)?;
         let player = self.player(seat).ok_or(Refusal::NotAPlayer)?;
         let mut after = fleet.clone();
-        let mut events = Vec::with_capacity(placements.len() + 2);
+        let mut events = Vec::with_capacity(2 * placements.len() + 2);
+        // Ships already placed one by one are picked up first: each `ShipPlaced` is folded
+        // against the ships still lying on the sea, where an old position could overlap
+        // (or touch) a new one.
+        for (index, slot) in fleet.slots().iter().enumerate() {
+            if slot.is_some() {
+                events.push(Event::ShipRemoved { player, index });
+            }
+        }
         for (index, (placement, cells)) in placements.iter().zip(cells).enumerate() {
             after.set(index, *placement, cells);
             events.push(Event::ShipPlaced {
