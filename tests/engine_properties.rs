@@ -293,6 +293,11 @@ proptest! {
         prop_assert_eq!(answer, expected, "fleet {:?}", fleet);
     }
 
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
     #[test]
     fn placement_hints_are_exactly_the_bows_where_the_next_ship_fits(
         spec in variant(),
@@ -945,7 +950,7 @@ fn play_random_match(spec: Spec, seed: u64) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(24))]
+    #![proptest_config(ProptestConfig::with_cases(16))]
 
     #[test]
     fn random_statki_matches_end_consistently_and_never_leak(seed in any::<u64>()) {
