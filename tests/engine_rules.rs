@@ -1444,3 +1444,98 @@ fn every_refused_command_leaves_the_match_identical() {
     );
     game.fire(CREATOR, "A1");
 }
+
+/// The log with `event` appended must not fold.
+fn assert_refused_by_fold(log: &[Event], event: Event) {
+    let mut tampered = log.to_vec();
+    tampered.push(event.clone());
+    let err = Match::fold(&tampered).expect_err("a tampered log must not fold");
+    assert_eq!(err.position, log.len(), "{event:?}");
+    assert_eq!(err.kind, event.kind());
+}
+
+#[test]
+fn a_log_that_moves_a_ship_after_the_fleet_locked_is_detected() {
+    let mut game = Game::joined(rules(RuleSetId::Statki));
+    game.exec(CREATOR, &place_fleet(creator_fleet(RuleSetId::Statki)));
+    assert_refused_by_fold(
+        &game.log,
+        Event::ShipPlaced {
+            player: CREATOR,
+            index: 4,
+            placement: Some(h("H10")),
+        },
+    );
+    assert_refused_by_fold(
+        &game.log,
+        Event::ShipRemoved {
+            player: CREATOR,
+            index: 4,
+        },
+    );
+    let locked = game.log.last().expect("events").clone();
+    assert_refused_by_fold(&game.log, locked);
+}
+
+#[test]
+fn a_log_with_a_shot_before_the_battle_or_out_of_turn_is_detected() {
+    let shot = |player, at_cell: &str| Event::ShotFired {
+        player,
+        cell: cell(at_cell),
+        outcome: Outcome::Miss,
+        sunk_ship: None,
+        marked: Vec::new(),
+        next_turn: Some(CREATOR),
+        deadline: Some(at(30)),
+    };
+    let placing = Game::joined(rules(RuleSetId::Statki));
+    assert_refused_by_fold(&placing.log, shot(CREATOR, "J10"));
+    let mut battle = Game::in_battle(rules(RuleSetId::Statki), false);
+    assert_refused_by_fold(&battle.log, shot(JOINER, "J10"));
+    battle.fire(CREATOR, "J10");
+    battle.fire(JOINER, "J10");
+    assert_refused_by_fold(&battle.log, shot(CREATOR, "J10"));
+}
+
+#[test]
+fn a_log_with_events_after_the_end_is_detected() {
+    let mut game = Game::in_battle(rules(RuleSetId::Statki), false);
+    game.exec(JOINER, &Command::Resign);
+    assert_refused_by_fold(
+        &game.log,
+        Event::MatchFinished {
+            winner: Some(JOINER),
+            reason: FinishReason::Resigned,
+        },
+    );
+    assert_refused_by_fold(
+        &game.log,
+        Event::MatchCancelled {
+            reason: CancelReason::Withdrawn,
+        },
+    );
+    assert_refused_by_fold(
+        &game.log,
+        Event::ClockExtended {
+            deadline: at(60),
+            milliseconds: 1000,
+        },
+    );
+    let mut cancelled = Game::create(rules(RuleSetId::Statki), None);
+    cancelled.exec(CREATOR, &Command::Resign);
+    assert_refused_by_fold(
+        &cancelled.log,
+        Event::MatchFinished {
+            winner: None,
+            reason: FinishReason::BothPlacementTimeout,
+        },
+    );
+}
+
+#[test]
+fn a_log_that_starts_the_battle_twice_is_detected() {
+    let game = Game::in_battle(rules(RuleSetId::Statki), false);
+    let started = game.log.last().expect("events").clone();
+    assert!(matches!(started, Event::BattleStarted { .. }));
+    assert_refused_by_fold(&game.log, started);
+}

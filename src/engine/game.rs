@@ -673,6 +673,18 @@ impl Match {
             kind: event.kind(),
         };
         let seat_of = |state: &Match, player: &Uuid| state.seat_of(*player).ok_or_else(corrupt);
+        // Fleets change only while placing, and only until locked.
+        let placing_seat = |state: &Match, player: &Uuid| {
+            let seat = seat_of(state, player)?;
+            if state.phase != Phase::Placement || state.sides[seat].fleet.is_locked() {
+                return Err(corrupt());
+            }
+            Ok(seat)
+        };
+        if self.phase.is_over() {
+            // Nothing follows the end of a match.
+            return Err(corrupt());
+        }
         match event {
             Event::MatchCreated { .. } => return Err(corrupt()),
             Event::PlayerJoined { player, deadline } => {
@@ -688,7 +700,7 @@ impl Match {
                 index,
                 placement,
             } => {
-                let seat = seat_of(self, player)?;
+                let seat = placing_seat(self, player)?;
                 let placement = placement.ok_or_else(corrupt)?;
                 let fleet = &mut self.sides[seat].fleet;
                 let cells = fleet
@@ -697,7 +709,7 @@ impl Match {
                 fleet.set(*index, placement, cells);
             }
             Event::ShipRemoved { player, index } => {
-                let seat = seat_of(self, player)?;
+                let seat = placing_seat(self, player)?;
                 let fleet = &mut self.sides[seat].fleet;
                 fleet.check_index(*index).map_err(|_| corrupt())?;
                 fleet.clear(*index);
@@ -707,7 +719,7 @@ impl Match {
                 commitment,
                 salt,
             } => {
-                let seat = seat_of(self, player)?;
+                let seat = placing_seat(self, player)?;
                 let side = &mut self.sides[seat];
                 if !side.fleet.is_complete() {
                     return Err(corrupt());
@@ -718,7 +730,9 @@ impl Match {
             }
             Event::BattleStarted { first, deadline } => {
                 let seat = seat_of(self, first)?;
-                if !self.sides.iter().all(|side| side.fleet.is_locked()) {
+                if self.phase != Phase::Placement
+                    || !self.sides.iter().all(|side| side.fleet.is_locked())
+                {
                     return Err(corrupt());
                 }
                 self.phase = Phase::Battle;
@@ -735,6 +749,12 @@ impl Match {
                 deadline,
             } => {
                 let seat = seat_of(self, player)?;
+                if self.phase != Phase::Battle
+                    || self.turn != Some(seat)
+                    || self.sides[seat].known.contains(*cell)
+                {
+                    return Err(corrupt());
+                }
                 let next = next_turn.map(|next| seat_of(self, &next)).transpose()?;
                 let side = &mut self.sides[seat];
                 side.shots.push(ShotRecord {
