@@ -296,7 +296,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(ProptestConfig::with_cases(48))]
 
     #[test]
     fn placement_hints_are_exactly_the_bows_where_the_next_ship_fits(
@@ -950,7 +950,7 @@ fn play_random_match(spec: Spec, seed: u64) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(16))]
+    #![proptest_config(ProptestConfig::with_cases(12))]
 
     #[test]
     fn random_statki_matches_end_consistently_and_never_leak(seed in any::<u64>()) {
