@@ -171,6 +171,15 @@ const COLUMN_A: u128 = {
 };
 const COLUMN_J: u128 = COLUMN_A << 9;
 
+/// Columns `0..=BOARD_SIZE - length` of every row: where a horizontal ship may start.
+fn horizontal_bows(length: u8) -> u128 {
+    let mut mask = 0u128;
+    for col in 0..=(BOARD_SIZE - length) {
+        mask |= COLUMN_A << col;
+    }
+    mask
+}
+
 impl CellSet {
     pub const EMPTY: CellSet = CellSet(0);
 
@@ -220,6 +229,31 @@ impl CellSet {
         let horizontal = self.0 | ((self.0 & !COLUMN_J) << 1) | ((self.0 & !COLUMN_A) >> 1);
         let grown = horizontal | (horizontal << 10) | (horizontal >> 10);
         CellSet(grown & BOARD_MASK)
+    }
+
+    /// The bow cells from which a ship of `length` lying in `orientation` stays on the board
+    /// and inside this set: one shift-and-mask per ship cell instead of a check per bow.
+    pub fn bows_within(self, length: u8, orientation: Orientation) -> CellSet {
+        if length == 0 || length > BOARD_SIZE {
+            return CellSet::EMPTY;
+        }
+        let inside = self.0 & BOARD_MASK;
+        let (step, bows) = match orientation {
+            // A horizontal bow must leave room in its own row: columns 0..=10 - length.
+            Orientation::Horizontal => (1, horizontal_bows(length)),
+            // Cells past the last row are outside the set, so shifting ends the ship there.
+            Orientation::Vertical => (u32::from(BOARD_SIZE), BOARD_MASK),
+        };
+        let mut fits = inside & bows;
+        for offset in 1..u32::from(length) {
+            fits &= inside >> (offset * step);
+        }
+        CellSet(fits)
+    }
+
+    /// Every cell of the board not in this set.
+    pub fn complement(self) -> CellSet {
+        CellSet(!self.0 & BOARD_MASK)
     }
 
     /// Cells in board order (row by row).
@@ -323,6 +357,46 @@ mod tests {
                 cell("A9"),
                 cell("A10")
             ])
+        );
+    }
+
+    #[test]
+    fn bows_within_a_set_are_the_bows_whose_whole_ship_lies_in_it() {
+        let sets = [
+            CellSet(BOARD_MASK),
+            CellSet::EMPTY,
+            CellSet::single(cell("C3")).dilated().complement(),
+            ["A1", "B1", "C1", "J1", "A2", "J3", "J4", "E10", "F10"]
+                .iter()
+                .map(|c| cell(c))
+                .collect(),
+        ];
+        for set in sets {
+            for length in 1..=5 {
+                for orientation in Orientation::BOTH {
+                    let slow: CellSet = Cell::all()
+                        .filter(|&c| {
+                            Placement {
+                                cell: c,
+                                orientation,
+                            }
+                            .cells(length)
+                            .is_ok_and(|ship| ship.is_subset_of(set))
+                        })
+                        .collect();
+                    assert_eq!(
+                        set.bows_within(length, orientation),
+                        slow,
+                        "{length} {orientation:?}"
+                    );
+                }
+            }
+        }
+        assert_eq!(
+            CellSet(BOARD_MASK)
+                .bows_within(5, Orientation::Horizontal)
+                .len(),
+            60
         );
     }
 

@@ -133,16 +133,15 @@ impl Fleet {
         let index = self.next_ship()?;
         let occupied = self.occupied_except(index);
         let length = self.rules.fleet[index].length;
-        let legal = |orientation| {
-            Cell::all()
-                .filter(|&cell| {
-                    Placement { cell, orientation }
-                        .cells(length)
-                        .and_then(|cells| check_against(self.rules, cells, occupied))
-                        .is_ok()
-                })
-                .collect()
+        // The ship may cover neither another ship nor, without touching, any cell around one
+        // (a ship touches another exactly when it covers a cell of the other's dilation).
+        let blocked = if self.rules.ships_may_touch {
+            occupied
+        } else {
+            occupied.dilated()
         };
+        let open = blocked.complement();
+        let legal = |orientation| open.bows_within(length, orientation).to_vec();
         Some(PlacementHints {
             horizontal: legal(Orientation::Horizontal),
             vertical: legal(Orientation::Vertical),

@@ -492,8 +492,10 @@ impl Match {
     /// Applies events this state itself decided, which always follow.
     pub fn evolve_all(&mut self, events: &[Event]) {
         for event in events {
-            // Events from `decide` always fit the state they were decided on.
-            let _ = self.evolve(event);
+            // Events from `decide` always fit the state they were decided on; a debug build
+            // says so loudly rather than leaving a state its own log does not fold to.
+            let folded = self.evolve(event);
+            debug_assert!(folded.is_ok(), "a decided event did not fold: {folded:?}");
         }
     }
 
@@ -569,7 +571,15 @@ impl Match {
         let cells = Fleet::check_whole(self.rules.preset(), placements)?;
         let player = self.player(seat).ok_or(Refusal::NotAPlayer)?;
         let mut after = fleet.clone();
-        let mut events = Vec::with_capacity(placements.len() + 2);
+        let mut events = Vec::with_capacity(2 * placements.len() + 2);
+        // Ships already placed one by one are picked up first: each `ShipPlaced` is folded
+        // against the ships still lying on the sea, where an old position could overlap
+        // (or touch) a new one.
+        for (index, slot) in fleet.slots().iter().enumerate() {
+            if slot.is_some() {
+                events.push(Event::ShipRemoved { player, index });
+            }
+        }
         for (index, (placement, cells)) in placements.iter().zip(cells).enumerate() {
             after.set(index, *placement, cells);
             events.push(Event::ShipPlaced {
@@ -711,6 +721,18 @@ impl Match {
             kind: event.kind(),
         };
         let seat_of = |state: &Match, player: &Uuid| state.seat_of(*player).ok_or_else(corrupt);
+        // Fleets change only while placing, and only until locked.
+        let placing_seat = |state: &Match, player: &Uuid| {
+            let seat = seat_of(state, player)?;
+            if state.phase != Phase::Placement || state.sides[seat].fleet.is_locked() {
+                return Err(corrupt());
+            }
+            Ok(seat)
+        };
+        if self.phase.is_over() {
+            // Nothing follows the end of a match.
+            return Err(corrupt());
+        }
         match event {
             Event::MatchCreated { .. } => return Err(corrupt()),
             Event::PlayerJoined { player, deadline } => {
@@ -726,7 +748,7 @@ impl Match {
                 index,
                 placement,
             } => {
-                let seat = seat_of(self, player)?;
+                let seat = placing_seat(self, player)?;
                 let placement = placement.ok_or_else(corrupt)?;
                 let fleet = &mut self.sides[seat].fleet;
                 let cells = fleet
@@ -735,7 +757,7 @@ impl Match {
                 fleet.set(*index, placement, cells);
             }
             Event::ShipRemoved { player, index } => {
-                let seat = seat_of(self, player)?;
+                let seat = placing_seat(self, player)?;
                 let fleet = &mut self.sides[seat].fleet;
                 fleet.check_index(*index).map_err(|_| corrupt())?;
                 fleet.clear(*index);
@@ -745,7 +767,7 @@ impl Match {
                 commitment,
                 salt,
             } => {
-                let seat = seat_of(self, player)?;
+                let seat = placing_seat(self, player)?;
                 let side = &mut self.sides[seat];
                 if !side.fleet.is_complete() {
                     return Err(corrupt());
@@ -756,7 +778,9 @@ impl Match {
             }
             Event::BattleStarted { first, deadline } => {
                 let seat = seat_of(self, first)?;
-                if !self.sides.iter().all(|side| side.fleet.is_locked()) {
+                if self.phase != Phase::Placement
+                    || !self.sides.iter().all(|side| side.fleet.is_locked())
+                {
                     return Err(corrupt());
                 }
                 self.phase = Phase::Battle;
@@ -773,6 +797,12 @@ impl Match {
                 deadline,
             } => {
                 let seat = seat_of(self, player)?;
+                if self.phase != Phase::Battle
+                    || self.turn != Some(seat)
+                    || self.sides[seat].known.contains(*cell)
+                {
+                    return Err(corrupt());
+                }
                 let next = next_turn.map(|next| seat_of(self, &next)).transpose()?;
                 let side = &mut self.sides[seat];
                 side.shots.push(ShotRecord {
