@@ -729,8 +729,8 @@ impl Match {
             }
             Ok(seat)
         };
-        if self.phase.is_over() {
-            // Nothing follows the end of a match.
+        if self.phase.is_over() && !matches!(event, Event::RatingUpdated { .. }) {
+            // Nothing follows the end of a match but the rating change it causes.
             return Err(corrupt());
         }
         match event {
