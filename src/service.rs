@@ -376,6 +376,18 @@ impl Service {
         let (row, now) = matches::lock(&mut *tx, match_id)
             .await?
             .ok_or(ServiceError::NotFound("match"))?;
+        if let Ok(expiry) = row.state.expire(now) {
+            // The clock ran out before this command arrived, and the clock task has not
+            // enforced it yet: enforce it now, then judge the command by the ended match.
+            let (expired, stored) = append_events(&mut tx, row, &expiry, now).await?;
+            announce(&mut tx, match_id, &expired, &stored).await?;
+            if let Some(key) = idempotency {
+                idempotency::release(&mut *tx, actor, &key.key).await?;
+            }
+            tx.commit().await?;
+            let refusal = expired.decide(actor, &command, now, draw()).err();
+            return Err(refusal.unwrap_or(Refusal::NotDue).into());
+        }
         let events = row.state.decide(actor, &command, now, draw())?;
         let created_at = row.created_at;
         let (state, stored) = append_events(&mut tx, row, &events, now).await?;

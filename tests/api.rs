@@ -1003,3 +1003,72 @@ fn the_committed_openapi_document_matches_the_code() {
         "openapi.yaml is out of date: run `cargo run -q -- openapi > openapi.yaml`"
     );
 }
+
+#[sqlx::test]
+async fn a_command_after_the_deadline_enforces_the_clock_first(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let ala = app.register("Ala").await;
+    let bolek = app.register("Bolek").await;
+    let id = app
+        .create_match(
+            &ala,
+            json!({"clock": {"placement_seconds": 5, "shot_seconds": 2}}),
+        )
+        .await;
+    app.post(&format!("/v1/matches/{id}/join"), &bolek.token, json!({}))
+        .await;
+    for player in [&ala, &bolek] {
+        let placed = app
+            .put(
+                &format!("/v1/matches/{id}/fleet"),
+                &player.token,
+                legal_fleet("statki"),
+            )
+            .await;
+        assert_eq!(placed.status, StatusCode::OK);
+    }
+    let view = app
+        .get(&format!("/v1/matches/{id}"), Some(&ala.token))
+        .await;
+    let (on_turn, other) = if view.body["turn"] == ala.id.as_str() {
+        (&ala, &bolek)
+    } else {
+        (&bolek, &ala)
+    };
+    // No clock task runs in this test app: only the command itself can notice the deadline.
+    tokio::time::sleep(std::time::Duration::from_millis(2300)).await;
+    let late = || {
+        app.send(
+            app.client
+                .post(app.url(&format!("/v1/matches/{id}/shots")))
+                .bearer_auth(&on_turn.token)
+                .header("idempotency-key", "late-shot")
+                .json(&json!({"cell": "E5"})),
+        )
+    };
+    let refused = late().await;
+    assert_eq!(
+        (refused.status, refused.code()),
+        (StatusCode::CONFLICT, "wrong_phase")
+    );
+    let retried = late().await;
+    assert_eq!(
+        retried.code(),
+        "wrong_phase",
+        "the key was given back, not left in progress"
+    );
+    let after = app
+        .get(&format!("/v1/matches/{id}"), Some(&ala.token))
+        .await;
+    assert_eq!(after.body["phase"], "finished");
+    assert_eq!(
+        after.body["result"],
+        json!({"winner": other.id, "reason": "shot_timeout"})
+    );
+    let shots: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM match_events WHERE kind = 'shot_fired'")
+            .fetch_one(&app.pool)
+            .await
+            .unwrap();
+    assert_eq!(shots, 0, "the late shot was not stored");
+}

@@ -454,9 +454,10 @@ fn check_view(spec: Spec, state: &Match, viewer: Viewer) -> Result<(), TestCaseE
             view.sides[s].marked.iter().all(|&c| !water.contains(c)),
             "marked cells are water"
         );
+        // Published when the fleet locks, as the feed's fleet_locked event does.
         prop_assert_eq!(
             view.sides[s].commitment.is_some(),
-            state.phase != Phase::Placement && state.sides[s].commitment.is_some()
+            state.sides[s].fleet.is_locked()
         );
     }
     match me {

@@ -1539,3 +1539,39 @@ fn a_log_that_starts_the_battle_twice_is_detected() {
     assert!(matches!(started, Event::BattleStarted { .. }));
     assert_refused_by_fold(&game.log, started);
 }
+
+#[test]
+fn a_ranked_match_with_house_options_is_refused_at_creation() {
+    let refused = Match::create(
+        CREATOR,
+        rules_with_extra_shot(RuleSetId::Battaglia),
+        true,
+        None,
+        t0(),
+    );
+    assert!(matches!(refused, Err(Refusal::InvalidOption(_))));
+    let unranked = Match::create(
+        CREATOR,
+        rules_with_extra_shot(RuleSetId::Battaglia),
+        false,
+        None,
+        t0(),
+    );
+    assert!(unranked.is_ok());
+}
+
+#[test]
+fn a_clock_can_only_be_extended_forwards() {
+    let created =
+        Match::create(CREATOR, rules(RuleSetId::Statki), false, None, t0()).expect("created");
+    let state = Match::fold([&created]).expect("folds");
+    assert!(matches!(
+        state.extend_clock(Duration::seconds(-5)),
+        Err(Refusal::InvalidOption(_))
+    ));
+    assert!(matches!(
+        state.extend_clock(Duration::zero()),
+        Err(Refusal::InvalidOption(_))
+    ));
+    assert!(state.extend_clock(Duration::seconds(5)).is_ok());
+}

@@ -78,6 +78,9 @@ impl FromStr for Cell {
         if digits.is_empty() || digits.len() > 3 || !digits.bytes().all(|b| b.is_ascii_digit()) {
             return Err(invalid());
         }
+        if digits.len() > 1 && digits.starts_with('0') {
+            return Err(invalid());
+        }
         let row: u32 = digits.parse().map_err(|_| invalid())?;
         let col = u32::from(letter.to_ascii_uppercase() as u8 - b'A');
         if row == 0 || row > u32::from(BOARD_SIZE) || col >= u32::from(BOARD_SIZE) {
@@ -322,6 +325,16 @@ mod tests {
             assert!(
                 matches!(text.parse::<Cell>(), Err(Refusal::InvalidCell(_))),
                 "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn refuses_rows_with_leading_zeros() {
+        for text in ["A01", "B007", "J010"] {
+            assert!(
+                matches!(text.parse::<Cell>(), Err(Refusal::InvalidCell(_))),
+                "{text}"
             );
         }
     }

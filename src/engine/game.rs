@@ -346,6 +346,11 @@ impl Match {
         if opponent == Some(creator) {
             return Err(Refusal::OwnMatch);
         }
+        if ranked && rules.has_house_options() {
+            return Err(Refusal::InvalidOption(
+                "house options make a match unranked".to_owned(),
+            ));
+        }
         Ok(Event::MatchCreated {
             creator,
             rules,
@@ -470,6 +475,11 @@ impl Match {
     /// Moves the running clock later by `by` (used to give back time lost to an outage).
     pub fn extend_clock(&self, by: Duration) -> Result<Vec<Event>, Refusal> {
         let deadline = self.deadline.ok_or(Refusal::NotDue)?;
+        if by <= Duration::zero() {
+            return Err(Refusal::InvalidOption(
+                "a clock can only be given more time".to_owned(),
+            ));
+        }
         Ok(vec![Event::ClockExtended {
             deadline: deadline + by,
             milliseconds: by.num_milliseconds(),

@@ -55,7 +55,7 @@ pub struct NextShip {
 pub struct SideView {
     pub player: Option<Uuid>,
     pub fleet_locked: bool,
-    /// Published once the battle starts.
+    /// The fleet commitment, published when the fleet locks.
     pub commitment: Option<String>,
     /// Shots this player fired.
     pub shots: Vec<ShotView>,
@@ -151,11 +151,8 @@ fn side_view(state: &Match, seat: usize) -> SideView {
     SideView {
         player: side.player,
         fleet_locked: side.fleet.is_locked(),
-        commitment: if state.phase == Phase::Placement {
-            None
-        } else {
-            side.commitment.clone()
-        },
+        // Published when the fleet locks, as in the event feed: a salted hash reveals nothing.
+        commitment: side.commitment.clone(),
         shots: shot_views(state, seat),
         sunk: sunk_views(state, seat),
         marked: side.marked.to_vec(),
