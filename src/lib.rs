@@ -2,6 +2,7 @@
 //!
 //! - [`engine`]: the pure rules (no I/O, clock or randomness).
 //! - [`store`]: the only module that speaks SQL.
+//! - [`live`]: LISTEN/NOTIFY fan-out of committed events to server-sent event streams.
 //! - [`embedded_pg`]: a private PostgreSQL cluster for the zero-configuration default.
 
 pub mod auth;
@@ -10,5 +11,6 @@ pub mod config;
 pub mod embedded_pg;
 pub mod engine;
 pub mod http;
+pub mod live;
 pub mod service;
 pub mod store;
