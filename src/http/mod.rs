@@ -6,6 +6,7 @@ pub mod extract;
 mod matches;
 mod players;
 mod rulesets;
+mod stream;
 mod system;
 
 use std::time::{Duration, Instant};
@@ -23,6 +24,7 @@ use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
+use crate::live::Hub;
 use crate::service::Service;
 use error::ApiError;
 
@@ -34,6 +36,8 @@ pub const BODY_LIMIT_BYTES: usize = 16 * 1024;
 pub struct AppState {
     pub service: Service,
     pub metrics: Option<PrometheusHandle>,
+    /// This replica's live-update hub (SSE streams).
+    pub live: Hub,
 }
 
 /// Transport settings of the HTTP layer.
@@ -57,6 +61,7 @@ pub struct HttpSettings {
         (name = "players", description = "Registration and profiles"),
         (name = "rulesets", description = "The rule-set presets"),
         (name = "matches", description = "Creating, joining and playing matches"),
+        (name = "live", description = "Server-sent event streams: match events and the player's own feed"),
         (name = "system", description = "Health, readiness, metrics")
     )
 )]
@@ -85,6 +90,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .merge(players::router())
         .merge(rulesets::router())
         .merge(matches::router())
+        .merge(stream::router())
         .merge(system::router())
 }
 
@@ -183,10 +189,11 @@ pub fn prometheus() -> Option<PrometheusHandle> {
         .clone()
 }
 
-/// Shared state for a service.
-pub fn state(service: Service) -> AppState {
+/// Shared state for a service and this replica's live hub.
+pub fn state(service: Service, live: Hub) -> AppState {
     AppState {
         service,
         metrics: prometheus(),
+        live,
     }
 }
