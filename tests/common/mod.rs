@@ -8,6 +8,7 @@ use sqlx::PgPool;
 use statki::auth::Tokens;
 use statki::engine::Clock;
 use statki::http::{self, HttpSettings};
+use statki::live::{Hub, HubSettings};
 use statki::service::{GameSettings, Service};
 
 pub const SECRET: &[u8] = b"test-secret-for-statki-tests";
@@ -17,6 +18,8 @@ pub struct TestApp {
     pub client: reqwest::Client,
     pub pool: PgPool,
     pub service: Service,
+    /// This app's own live hub, as each replica has one.
+    pub live: Hub,
 }
 
 #[derive(Clone, Debug)]
@@ -39,16 +42,22 @@ pub async fn spawn_app(pool: PgPool) -> TestApp {
 }
 
 pub async fn spawn_app_with(pool: PgPool, settings: GameSettings) -> TestApp {
+    spawn_app_full(pool, settings, HubSettings::default()).await
+}
+
+/// Serves the application with the given clocks and live-hub settings.
+pub async fn spawn_app_full(pool: PgPool, settings: GameSettings, live: HubSettings) -> TestApp {
     statki::store::migrate(&pool).await.expect("migrations");
     let service = Service::new(pool.clone(), settings, Tokens::new(SECRET).expect("keys"));
+    let live = Hub::start(&pool, live);
     let app = http::app(
-        http::state(service.clone()),
+        http::state(service.clone(), live.clone()),
         &HttpSettings { cors_origins: vec!["https://play.example".into()], request_timeout: None },
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let address = format!("http://{}", listener.local_addr().expect("address"));
     tokio::spawn(async move { axum::serve(listener, app).await.expect("serve") });
-    TestApp { address, client: reqwest::Client::new(), pool, service }
+    TestApp { address, client: reqwest::Client::new(), pool, service, live }
 }
 
 /// A response as status and JSON body (`Null` when the body is not JSON).
