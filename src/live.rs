@@ -68,7 +68,7 @@ impl Default for HubSettings {
             streams_per_replica: 20_000,
             keep_alive: Duration::from_secs(15),
             catch_up_interval: Duration::from_secs(5),
-            channel_capacity: 32,
+            channel_capacity: 16,
         }
     }
 }
