@@ -85,7 +85,11 @@ async fn main() -> Result<()> {
     }
     check_fd_limit(args.streams)?;
     if !args.connect.is_empty() {
-        if args.connect.iter().any(|address| !address.ip().is_loopback()) {
+        if args
+            .connect
+            .iter()
+            .any(|address| !address.ip().is_loopback())
+        {
             bail!("loopback addresses only");
         }
         let pid = args
@@ -127,7 +131,10 @@ fn check_fd_limit(streams: usize) -> Result<()> {
         .and_then(|value| value.parse().ok());
     match soft {
         Some(soft) if soft < streams + 512 => {
-            bail!("open-file limit {soft} is too low for {streams} streams: run `ulimit -n {}` first", streams + 1024)
+            bail!(
+                "open-file limit {soft} is too low for {streams} streams: run `ulimit -n {}` first",
+                streams + 1024
+            )
         }
         _ => Ok(()),
     }
@@ -231,8 +238,12 @@ async fn run(args: &Args, replicas: &[SocketAddr], server_pid: u32) -> Result<()
         for (token, _) in &game.players {
             let path = format!("/v1/matches/{}/stream", game.id);
             let (token, seq) = (token.clone(), game.seq);
-            let (deliveries, open, ended, gate) =
-                (deliveries.clone(), open.clone(), ended.clone(), gate.clone());
+            let (deliveries, open, ended, gate) = (
+                deliveries.clone(),
+                open.clone(),
+                ended.clone(),
+                gate.clone(),
+            );
             openers.push(tokio::spawn(async move {
                 let permit = gate.acquire_owned().await?;
                 let stream = SseStream::open(stream_replica, &path, &token, seq).await?;
@@ -294,8 +305,7 @@ async fn run(args: &Args, replicas: &[SocketAddr], server_pid: u32) -> Result<()
     let firing = started.elapsed();
     let expected = args.shots * 2;
     let deadline = Instant::now() + Duration::from_secs(30);
-    while deliveries.lock().map(|d| d.len()).unwrap_or(0) < expected && Instant::now() < deadline
-    {
+    while deliveries.lock().map(|d| d.len()).unwrap_or(0) < expected && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let mut delays: Vec<f64> = deliveries
@@ -544,7 +554,10 @@ impl Conn {
         token: Option<&str>,
         body: Option<&Value>,
     ) -> Result<(u16, Value)> {
-        let body = body.map(serde_json::to_vec).transpose()?.unwrap_or_default();
+        let body = body
+            .map(serde_json::to_vec)
+            .transpose()?
+            .unwrap_or_default();
         self.send_head(method, path, token, "", &body).await?;
         let (status, headers) = self.read_head().await?;
         let mut bytes = Vec::new();
@@ -560,7 +573,10 @@ impl Conn {
             bytes.resize(length, 0);
             self.stream.read_exact(&mut bytes).await?;
         }
-        Ok((status, serde_json::from_slice(&bytes).unwrap_or(Value::Null)))
+        Ok((
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        ))
     }
 }
 
@@ -573,7 +589,8 @@ impl SseStream {
     async fn open(address: SocketAddr, path: &str, token: &str, after: i64) -> Result<SseStream> {
         let mut conn = Conn::connect(address).await?;
         let extra = format!("Accept: text/event-stream\r\nLast-Event-ID: {after}\r\n");
-        conn.send_head("GET", path, Some(token), &extra, &[]).await?;
+        conn.send_head("GET", path, Some(token), &extra, &[])
+            .await?;
         let (status, _) = conn.read_head().await?;
         if status != 200 {
             bail!("stream refused: {status}");
@@ -589,8 +606,7 @@ impl SseStream {
             buffer.push_str(&String::from_utf8_lossy(&chunk));
             while let Some(end) = buffer.find("\n\n") {
                 let block: String = buffer.drain(..end + 2).collect();
-                let Some(data) = block.lines().find_map(|line| line.strip_prefix("data: "))
-                else {
+                let Some(data) = block.lines().find_map(|line| line.strip_prefix("data: ")) else {
                     continue;
                 };
                 let Ok(event) = serde_json::from_str::<Value>(data) else {
