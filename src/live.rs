@@ -226,7 +226,8 @@ impl<B> Registry<B> {
         let mut topics = lock(&self.topics);
         if let Some(topic) = topics.get_mut(&id) {
             topic.announced = topic.announced.max(seen);
-            topic.delivered = Some(delivered);
+            // Monotonic even if a fetch of a since re-created topic finishes late.
+            topic.delivered = Some(topic.delivered.map_or(delivered, |d| d.max(delivered)));
             // An error only means every receiver is gone; the topic is released with them.
             let _ = topic.tx.send(Arc::new(batch));
         }
@@ -924,6 +925,12 @@ mod tests {
         assert!(
             registry.announce(id, 6),
             "idle again: a new fetch may start"
+        );
+        registry.publish(id, NoticeBatch { notices: vec![] }, 4, 4);
+        assert_eq!(
+            registry.position(id),
+            Some(5),
+            "a late, older batch never moves back"
         );
     }
 
