@@ -59,6 +59,14 @@ pub struct Config {
     #[arg(long, env = "STATKI_REQUEST_TIMEOUT_SECONDS", default_value_t = 15)]
     pub request_timeout_seconds: u64,
 
+    /// Most open event streams one player may hold on this replica (beyond: 429).
+    #[arg(long, env = "STATKI_STREAMS_PER_PLAYER", default_value_t = 8)]
+    pub streams_per_player: usize,
+
+    /// Most open event streams on this replica (beyond: 429).
+    #[arg(long, env = "STATKI_STREAMS_PER_REPLICA", default_value_t = 20_000)]
+    pub streams_per_replica: usize,
+
     /// Largest database connection pool.
     #[arg(long, env = "STATKI_DB_POOL", default_value_t = 16)]
     pub db_pool: u32,

@@ -2,6 +2,7 @@
 //!
 //! - [`engine`]: the pure rules (no I/O, clock or randomness).
 //! - [`store`]: the only module that speaks SQL.
+//! - [`live`]: LISTEN/NOTIFY fan-out of committed events to server-sent event streams.
 //! - [`embedded_pg`]: a private PostgreSQL cluster for the zero-configuration default.
 
 pub mod auth;
@@ -11,6 +12,7 @@ pub mod embedded_pg;
 pub mod engine;
 pub mod http;
 pub mod ladder;
+pub mod live;
 pub mod matchmaking;
 pub mod service;
 pub mod store;

@@ -1,4 +1,5 @@
-//! The `statki` binary: configuration, logging, database, migrations, clock task, serve.
+//! The `statki` binary: configuration, logging, database, migrations, clock task, live
+//! hub, serve.
 
 use std::time::Duration;
 
@@ -8,6 +9,7 @@ use statki::config::{Config, LogFormat, Task};
 use statki::embedded_pg::EmbeddedPostgres;
 use statki::engine::Clock;
 use statki::http::{self, HttpSettings};
+use statki::live::{Hub, HubSettings};
 use statki::service::{GameSettings, Service};
 use statki::{auth, clock, matchmaking, store, verify};
 use tracing_subscriber::EnvFilter;
@@ -69,9 +71,17 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let clock_task = tokio::spawn(clock::run(service.clone(), stop_rx.clone()));
     let matchmaking_task = tokio::spawn(matchmaking::run(service.clone(), stop_rx));
+    let live = Hub::start(
+        &pool,
+        HubSettings {
+            streams_per_player: config.streams_per_player,
+            streams_per_replica: config.streams_per_replica,
+            ..HubSettings::default()
+        },
+    );
 
     let app = http::app(
-        http::state(service),
+        http::state(service, live.clone()),
         &HttpSettings {
             cors_origins: config
                 .cors_origins
@@ -86,8 +96,15 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {}", config.listen))?;
     tracing::info!(address = %listener.local_addr()?, "statki listening");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
+    // `into_make_service` shares the router per connection; serving the `Router` itself
+    // deep-clones every route for each connection (about 90 KiB each, kept while an event
+    // stream is open).
+    axum::serve(listener, app.into_make_service())
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            // Streams never end by themselves; a graceful shutdown would wait for ever.
+            live.close();
+        })
         .await?;
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);

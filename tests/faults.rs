@@ -27,7 +27,8 @@ async fn with_the_database_gone_requests_get_503_and_readiness_fails(pool: PgPoo
         settings,
         statki::auth::Tokens::new(common::SECRET).unwrap(),
     );
-    let router = statki::http::app(statki::http::state(service), &Default::default());
+    let live = statki::live::Hub::start(&service.pool, Default::default());
+    let router = statki::http::app(statki::http::state(service, live), &Default::default());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });

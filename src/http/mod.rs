@@ -8,6 +8,7 @@ mod matches;
 mod players;
 mod queue;
 mod rulesets;
+mod stream;
 mod system;
 
 use std::time::{Duration, Instant};
@@ -25,6 +26,7 @@ use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
+use crate::live::Hub;
 use crate::service::Service;
 use error::ApiError;
 
@@ -36,6 +38,8 @@ pub const BODY_LIMIT_BYTES: usize = 16 * 1024;
 pub struct AppState {
     pub service: Service,
     pub metrics: Option<PrometheusHandle>,
+    /// This replica's live-update hub (SSE streams).
+    pub live: Hub,
 }
 
 /// Transport settings of the HTTP layer.
@@ -61,6 +65,7 @@ pub struct HttpSettings {
         (name = "matches", description = "Creating, joining and playing matches"),
         (name = "matchmaking", description = "The ranked queue and rematches"),
         (name = "ladder", description = "Ranked ladders, one per rule set"),
+        (name = "live", description = "Server-sent event streams: match events and the player's own feed"),
         (name = "system", description = "Health, readiness, metrics")
     )
 )]
@@ -91,6 +96,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .merge(matches::router())
         .merge(ladder::router())
         .merge(queue::router())
+        .merge(stream::router())
         .merge(system::router())
 }
 
@@ -189,10 +195,11 @@ pub fn prometheus() -> Option<PrometheusHandle> {
         .clone()
 }
 
-/// Shared state for a service.
-pub fn state(service: Service) -> AppState {
+/// Shared state for a service and this replica's live hub.
+pub fn state(service: Service, live: Hub) -> AppState {
     AppState {
         service,
         metrics: prometheus(),
+        live,
     }
 }

@@ -8,6 +8,7 @@ use sqlx::PgPool;
 use statki::auth::Tokens;
 use statki::engine::Clock;
 use statki::http::{self, HttpSettings};
+use statki::live::{Hub, HubSettings};
 use statki::service::{GameSettings, Service};
 
 pub const SECRET: &[u8] = b"test-secret-for-statki-tests";
@@ -17,6 +18,8 @@ pub struct TestApp {
     pub client: reqwest::Client,
     pub pool: PgPool,
     pub service: Service,
+    /// This app's own live hub, as each replica has one.
+    pub live: Hub,
 }
 
 #[derive(Clone, Debug)]
@@ -42,10 +45,16 @@ pub async fn spawn_app(pool: PgPool) -> TestApp {
 }
 
 pub async fn spawn_app_with(pool: PgPool, settings: GameSettings) -> TestApp {
+    spawn_app_full(pool, settings, HubSettings::default()).await
+}
+
+/// Serves the application with the given clocks and live-hub settings.
+pub async fn spawn_app_full(pool: PgPool, settings: GameSettings, live: HubSettings) -> TestApp {
     statki::store::migrate(&pool).await.expect("migrations");
     let service = Service::new(pool.clone(), settings, Tokens::new(SECRET).expect("keys"));
+    let live = Hub::start(&pool, live);
     let app = http::app(
-        http::state(service.clone()),
+        http::state(service.clone(), live.clone()),
         &HttpSettings {
             cors_origins: vec!["https://play.example".into()],
             request_timeout: None,
@@ -55,12 +64,17 @@ pub async fn spawn_app_with(pool: PgPool, settings: GameSettings) -> TestApp {
         .await
         .expect("bind");
     let address = format!("http://{}", listener.local_addr().expect("address"));
-    tokio::spawn(async move { axum::serve(listener, app).await.expect("serve") });
+    tokio::spawn(async move {
+        axum::serve(listener, app.into_make_service())
+            .await
+            .expect("serve")
+    });
     TestApp {
         address,
         client: reqwest::Client::new(),
         pool,
         service,
+        live,
     }
 }
 

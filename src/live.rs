@@ -1,0 +1,964 @@
+//! Live updates: one `LISTEN` connection per replica fans committed events out to streams.
+//!
+//! Every commit announces `match_id:seq` on [`EVENTS_CHANNEL`] and every player notice
+//! `player_id:seq` on [`notices::CHANNEL`]. A [`Hub`] (one per replica) listens on both
+//! with a single connection. A notification for a match nobody here follows costs a map
+//! lookup; for one that is followed, the hub reads the new events and the match state
+//! *once* (not once per subscriber) and publishes them on that match's bounded broadcast
+//! channel. Each subscriber redacts the batch for its own viewer.
+//!
+//! Nothing is lost when notifications are: a stream starts with a catch-up read from the
+//! database (after `Last-Event-ID`) and then de-duplicates live events by sequence number;
+//! when the listening connection drops, the hub reconnects and re-reads every followed
+//! position; and a periodic sweep compares every followed position with the database, so
+//! even a notification lost some other way is delivered within one sweep interval.
+//!
+//! The fan-out never waits for a subscriber: a subscriber that falls more than a channel's
+//! capacity behind is dropped (its client resumes with `Last-Event-ID`). The hub takes no
+//! locks in PostgreSQL; it only reads.
+
+use std::borrow::Cow;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use futures::Stream;
+use serde_json::Value;
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
+use sqlx::{PgPool, Row};
+use tokio::sync::{Notify, Semaphore, broadcast, watch};
+use uuid::Uuid;
+
+use crate::engine::Match;
+use crate::service::{EVENTS_CHANNEL, EVENTS_PAGE, EventResource, viewer_of};
+use crate::store::notices::{self, Notice};
+use crate::store::{self, StoreError, StoredEvent};
+
+/// `application_name` of the listening connection, so operators can find (or kill) it.
+pub const LISTENER_APPLICATION_NAME: &str = "statki-live";
+
+/// Longest wait between two attempts to re-establish the listening connection.
+const MAX_RECONNECT_BACKOFF: Duration = Duration::from_secs(2);
+/// Concurrent database reads the fan-out may run, so a burst of notifications cannot take
+/// the whole pool away from commands.
+const FETCH_CONCURRENCY: usize = 4;
+/// Ids per position query of the sweep.
+const SWEEP_CHUNK: usize = 5_000;
+
+/// Limits and timings of a replica's hub.
+#[derive(Clone, Debug)]
+pub struct HubSettings {
+    /// Most open streams (match streams and the own feed) one player may hold here.
+    pub streams_per_player: usize,
+    /// Most open streams on this replica.
+    pub streams_per_replica: usize,
+    /// Period of the keep-alive comment on an idle stream.
+    pub keep_alive: Duration,
+    /// Period of the sweep that re-reads every followed position from the database.
+    pub catch_up_interval: Duration,
+    /// Batches a subscriber may fall behind before it is dropped as a slow consumer.
+    pub channel_capacity: usize,
+}
+
+impl Default for HubSettings {
+    fn default() -> Self {
+        Self {
+            streams_per_player: 8,
+            streams_per_replica: 20_000,
+            keep_alive: Duration::from_secs(15),
+            catch_up_interval: Duration::from_secs(5),
+            channel_capacity: 16,
+        }
+    }
+}
+
+/// Why a stream was not opened.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    #[error("this player already has {0} open streams on this replica; close one first")]
+    TooManyForPlayer(usize),
+    #[error("this replica already serves {0} streams; retry later or elsewhere")]
+    TooManyForReplica(usize),
+    #[error("no match with that id")]
+    NotFound,
+    #[error("the service is shutting down")]
+    Closed,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// One server-sent event: its `id`, `event` name and JSON `data`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LiveItem {
+    pub id: i64,
+    pub event: Cow<'static, str>,
+    pub data: String,
+}
+
+/// New events of a match as read once for all its subscribers on this replica.
+#[derive(Debug)]
+pub struct MatchBatch {
+    /// The match after `last_seq`: what every subscriber redacts with.
+    pub state: Match,
+    pub last_seq: i64,
+    /// Events after the previous batch, in order, none after `last_seq`.
+    pub events: Vec<StoredEvent>,
+}
+
+/// New notices of a player.
+#[derive(Debug)]
+pub struct NoticeBatch {
+    pub notices: Vec<Notice>,
+}
+
+/// A replica's fan-out hub. Cheap to clone; every clone is the same hub.
+#[derive(Clone)]
+pub struct Hub {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: PgPool,
+    settings: HubSettings,
+    matches: Registry<MatchBatch>,
+    players: Registry<NoticeBatch>,
+    streams: Mutex<Streams>,
+    fetch_slots: Semaphore,
+    /// Wakes the sweep early: after (re)connecting the listener, or after a failed read.
+    sweep_now: Notify,
+    listening: AtomicBool,
+    closed: watch::Sender<bool>,
+}
+
+#[derive(Default)]
+struct Streams {
+    total: usize,
+    per_player: HashMap<Uuid, usize>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section leaves the maps consistent, so a panic elsewhere is no reason
+    // to stop serving streams.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The followed topics (matches or players) of one kind.
+struct Registry<B> {
+    topics: Mutex<HashMap<Uuid, Topic<B>>>,
+}
+
+struct Topic<B> {
+    tx: broadcast::Sender<Arc<B>>,
+    /// Highest sequence number published; `None` until a subscriber has read where the
+    /// topic stands, so nothing is fetched from an unknown position.
+    delivered: Option<i64>,
+    /// Highest sequence number known to be committed (from NOTIFY or the sweep).
+    announced: i64,
+    /// A fetch task is running for this topic; at most one does, so batches stay in order.
+    fetching: bool,
+}
+
+impl<B> Topic<B> {
+    /// Marks a fetch as started if one is due.
+    fn claim_fetch(&mut self) -> bool {
+        let due = self
+            .delivered
+            .is_some_and(|delivered| self.announced > delivered);
+        if due && !self.fetching {
+            self.fetching = true;
+            return true;
+        }
+        false
+    }
+}
+
+impl<B> Registry<B> {
+    fn new() -> Self {
+        Self {
+            topics: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn subscribe(&self, id: Uuid, capacity: usize) -> broadcast::Receiver<Arc<B>> {
+        let mut topics = lock(&self.topics);
+        let topic = topics.entry(id).or_insert_with(|| Topic {
+            tx: broadcast::channel(capacity).0,
+            delivered: None,
+            announced: 0,
+            fetching: false,
+        });
+        topic.tx.subscribe()
+    }
+
+    /// A subscriber read the topic's position `at` after subscribing. Returns whether a
+    /// fetch should start.
+    fn seed(&self, id: Uuid, at: i64) -> bool {
+        let mut topics = lock(&self.topics);
+        let Some(topic) = topics.get_mut(&id) else {
+            return false;
+        };
+        if topic.delivered.is_none() {
+            topic.delivered = Some(at);
+        }
+        topic.claim_fetch()
+    }
+
+    /// `seq` is committed. Returns whether a fetch should start.
+    fn announce(&self, id: Uuid, seq: i64) -> bool {
+        let mut topics = lock(&self.topics);
+        let Some(topic) = topics.get_mut(&id) else {
+            return false;
+        };
+        topic.announced = topic.announced.max(seq);
+        topic.claim_fetch()
+    }
+
+    /// Where the running fetch should read from; `None` once nobody follows the topic.
+    fn position(&self, id: Uuid) -> Option<i64> {
+        lock(&self.topics)
+            .get(&id)
+            .and_then(|topic| topic.delivered)
+    }
+
+    /// Publishes a batch that ends at `delivered`, having seen the topic at `seen`.
+    fn publish(&self, id: Uuid, batch: B, delivered: i64, seen: i64) {
+        let mut topics = lock(&self.topics);
+        if let Some(topic) = topics.get_mut(&id) {
+            topic.announced = topic.announced.max(seen);
+            // Monotonic even if a fetch of a since re-created topic finishes late.
+            topic.delivered = Some(topic.delivered.map_or(delivered, |d| d.max(delivered)));
+            // An error only means every receiver is gone; the topic is released with them.
+            let _ = topic.tx.send(Arc::new(batch));
+        }
+    }
+
+    /// Ends a fetch round. Returns whether the fetch should go on reading.
+    fn fetch_done(&self, id: Uuid, progressed: bool) -> bool {
+        let mut topics = lock(&self.topics);
+        let Some(topic) = topics.get_mut(&id) else {
+            return false;
+        };
+        let behind = topic
+            .delivered
+            .is_some_and(|delivered| topic.announced > delivered);
+        if progressed && behind {
+            return true;
+        }
+        topic.fetching = false;
+        false
+    }
+
+    /// Forgets the topic once its last subscriber is gone. Called by that subscriber
+    /// while its receiver still exists, hence `<= 1`.
+    fn release(&self, id: Uuid) {
+        let mut topics = lock(&self.topics);
+        if topics
+            .get(&id)
+            .is_some_and(|topic| topic.tx.receiver_count() <= 1)
+        {
+            topics.remove(&id);
+        }
+    }
+
+    fn followed(&self) -> Vec<Uuid> {
+        lock(&self.topics).keys().copied().collect()
+    }
+
+    fn len(&self) -> usize {
+        lock(&self.topics).len()
+    }
+
+    /// Drops every sender, which ends every stream.
+    fn close(&self) {
+        lock(&self.topics).clear();
+    }
+}
+
+/// A receiver on a topic that releases the topic with the last subscriber.
+struct Subscription<B> {
+    rx: broadcast::Receiver<Arc<B>>,
+    id: Uuid,
+    inner: Arc<Inner>,
+    registry: fn(&Inner) -> &Registry<B>,
+}
+
+impl<B> Drop for Subscription<B> {
+    fn drop(&mut self) {
+        (self.registry)(&self.inner).release(self.id);
+    }
+}
+
+fn match_registry(inner: &Inner) -> &Registry<MatchBatch> {
+    &inner.matches
+}
+
+fn player_registry(inner: &Inner) -> &Registry<NoticeBatch> {
+    &inner.players
+}
+
+/// A counted stream slot, given back when the stream is dropped.
+struct StreamPermit {
+    inner: Arc<Inner>,
+    player: Uuid,
+}
+
+impl Drop for StreamPermit {
+    fn drop(&mut self) {
+        let mut streams = lock(&self.inner.streams);
+        streams.total = streams.total.saturating_sub(1);
+        if let Some(count) = streams.per_player.get_mut(&self.player) {
+            *count -= 1;
+            if *count == 0 {
+                streams.per_player.remove(&self.player);
+            }
+        }
+        metrics::gauge!("statki_live_streams").set(streams.total as f64);
+    }
+}
+
+impl Hub {
+    /// Starts the hub of this replica: its listening connection (a separate connection
+    /// with the options of `pool`, named [`LISTENER_APPLICATION_NAME`]) and its sweep.
+    /// Both stop when `pool` is closed or [`Hub::close`] is called.
+    pub fn start(pool: &PgPool, settings: HubSettings) -> Hub {
+        let inner = Arc::new(Inner {
+            pool: pool.clone(),
+            settings,
+            matches: Registry::new(),
+            players: Registry::new(),
+            streams: Mutex::new(Streams::default()),
+            fetch_slots: Semaphore::new(FETCH_CONCURRENCY),
+            sweep_now: Notify::new(),
+            listening: AtomicBool::new(false),
+            closed: watch::channel(false).0,
+        });
+        tokio::spawn(until_closed(inner.clone(), listen(inner.clone())));
+        tokio::spawn(until_closed(inner.clone(), sweep_loop(inner.clone())));
+        Hub { inner }
+    }
+
+    pub fn settings(&self) -> &HubSettings {
+        &self.inner.settings
+    }
+
+    /// Whether the listening connection is up (streams still get everything while it is
+    /// not, only later).
+    pub fn is_listening(&self) -> bool {
+        self.inner.listening.load(Ordering::Relaxed)
+    }
+
+    /// Open streams on this replica.
+    pub fn open_streams(&self) -> usize {
+        lock(&self.inner.streams).total
+    }
+
+    /// Matches and players followed on this replica.
+    pub fn followed(&self) -> (usize, usize) {
+        (self.inner.matches.len(), self.inner.players.len())
+    }
+
+    /// Ends every stream and stops the listener and the sweep; new streams are refused.
+    /// Call before a graceful shutdown, which otherwise waits for streams that never end.
+    pub fn close(&self) {
+        self.inner.closed.send_replace(true);
+        self.inner.matches.close();
+        self.inner.players.close();
+    }
+
+    fn admit(&self, player: Uuid) -> Result<StreamPermit, LiveError> {
+        if *self.inner.closed.borrow() {
+            return Err(LiveError::Closed);
+        }
+        let settings = &self.inner.settings;
+        let mut streams = lock(&self.inner.streams);
+        if streams.total >= settings.streams_per_replica {
+            metrics::counter!("statki_live_refused_total", "limit" => "replica").increment(1);
+            return Err(LiveError::TooManyForReplica(settings.streams_per_replica));
+        }
+        let count = streams.per_player.entry(player).or_insert(0);
+        if *count >= settings.streams_per_player {
+            metrics::counter!("statki_live_refused_total", "limit" => "player").increment(1);
+            return Err(LiveError::TooManyForPlayer(settings.streams_per_player));
+        }
+        *count += 1;
+        streams.total += 1;
+        metrics::gauge!("statki_live_streams").set(streams.total as f64);
+        Ok(StreamPermit {
+            inner: self.inner.clone(),
+            player,
+        })
+    }
+
+    /// The events of match `id` after `after` as `caller` may see them, then live events
+    /// until the match is over. `None` when the match is over and `caller` has them all.
+    pub async fn match_feed(
+        &self,
+        id: Uuid,
+        caller: Uuid,
+        after: i64,
+    ) -> Result<Option<Feed>, LiveError> {
+        let permit = self.admit(caller)?;
+        let inner = &self.inner;
+        // Subscribing before reading is what makes the hand-over gapless: whatever commits
+        // after the read below is published on this receiver.
+        let subscription = Subscription {
+            rx: inner.matches.subscribe(id, inner.settings.channel_capacity),
+            id,
+            inner: inner.clone(),
+            registry: match_registry,
+        };
+        let row = store::matches::get(&inner.pool, id)
+            .await?
+            .ok_or(LiveError::NotFound)?;
+        if inner.matches.seed(id, row.last_seq) {
+            tokio::spawn(fetch_match(inner.clone(), id));
+        }
+        let viewer = viewer_of(&row.state, caller);
+        let mut pending = VecDeque::new();
+        let mut cursor = after;
+        while cursor < row.last_seq {
+            let page = store::events::list(&inner.pool, id, cursor, EVENTS_PAGE).await?;
+            let Some(last) = page.last() else { break };
+            cursor = last.seq;
+            for stored in page.iter().filter(|stored| stored.seq <= row.last_seq) {
+                pending.push_back(event_item(stored, row.state.redact(&stored.event, viewer)));
+            }
+        }
+        let live = if row.state.phase.is_over() {
+            if pending.is_empty() {
+                return Ok(None);
+            }
+            None
+        } else {
+            Some(Live::Match(MatchLive {
+                subscription,
+                caller,
+                last_sent: after.max(row.last_seq),
+            }))
+        };
+        Ok(Some(Feed {
+            pending,
+            live,
+            _permit: permit,
+        }))
+    }
+
+    /// `caller`'s own notices after `after`, then live ones until the client leaves.
+    pub async fn player_feed(&self, caller: Uuid, after: i64) -> Result<Feed, LiveError> {
+        let permit = self.admit(caller)?;
+        let inner = &self.inner;
+        let subscription = Subscription {
+            rx: inner
+                .players
+                .subscribe(caller, inner.settings.channel_capacity),
+            id: caller,
+            inner: inner.clone(),
+            registry: player_registry,
+        };
+        let position = notice_positions(&inner.pool, &[caller])
+            .await?
+            .first()
+            .map_or(0, |(_, seq)| *seq);
+        if inner.players.seed(caller, position) {
+            tokio::spawn(fetch_notices(inner.clone(), caller));
+        }
+        let mut pending = VecDeque::new();
+        let mut cursor = after;
+        while cursor < position {
+            let page = notices::list(&inner.pool, caller, cursor, EVENTS_PAGE).await?;
+            let Some(last) = page.last() else { break };
+            cursor = last.seq;
+            pending.extend(
+                page.iter()
+                    .filter(|notice| notice.seq <= position)
+                    .map(notice_item),
+            );
+        }
+        Ok(Feed {
+            pending,
+            live: Some(Live::Player(PlayerLive {
+                subscription,
+                last_sent: after.max(position),
+            })),
+            _permit: permit,
+        })
+    }
+}
+
+/// An open stream: what is ready to send, then what the hub publishes.
+pub struct Feed {
+    pending: VecDeque<LiveItem>,
+    live: Option<Live>,
+    _permit: StreamPermit,
+}
+
+enum Live {
+    Match(MatchLive),
+    Player(PlayerLive),
+}
+
+struct MatchLive {
+    subscription: Subscription<MatchBatch>,
+    caller: Uuid,
+    last_sent: i64,
+}
+
+struct PlayerLive {
+    subscription: Subscription<NoticeBatch>,
+    last_sent: i64,
+}
+
+impl Feed {
+    /// Events ready to send before waiting for live ones.
+    pub fn backlog(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// The stream: backlog first, then live items; it ends when the match is over, when
+    /// the subscriber fell too far behind, or when the hub closes.
+    pub fn into_stream(self) -> impl Stream<Item = LiveItem> + Send + 'static {
+        futures::stream::unfold(self, |mut feed| async move {
+            loop {
+                if let Some(item) = feed.pending.pop_front() {
+                    return Some((item, feed));
+                }
+                // An idle stream should not keep the catch-up's buffer.
+                if feed.pending.capacity() > 8 {
+                    feed.pending = VecDeque::new();
+                }
+                let live = feed.live.as_mut()?;
+                let more = match live {
+                    Live::Match(live) => live.next(&mut feed.pending).await,
+                    Live::Player(live) => live.next(&mut feed.pending).await,
+                };
+                if !more {
+                    feed.live = None;
+                }
+            }
+        })
+    }
+}
+
+/// Receives the next batch; `None` means the stream must end (closed, or too slow).
+async fn receive<B>(subscription: &mut Subscription<B>) -> Option<Arc<B>> {
+    match subscription.rx.recv().await {
+        Ok(batch) => Some(batch),
+        Err(broadcast::error::RecvError::Lagged(missed)) => {
+            metrics::counter!("statki_live_slow_consumers_total").increment(1);
+            tracing::debug!(missed, "dropping a stream that fell behind");
+            None
+        }
+        Err(broadcast::error::RecvError::Closed) => None,
+    }
+}
+
+impl MatchLive {
+    /// Adds the next batch's events to `out`. Returns whether the stream goes on.
+    async fn next(&mut self, out: &mut VecDeque<LiveItem>) -> bool {
+        let Some(batch) = receive(&mut self.subscription).await else {
+            return false;
+        };
+        if batch
+            .events
+            .first()
+            .is_some_and(|first| first.seq > self.last_sent + 1)
+        {
+            // Cannot happen while the hand-over is gapless; ending the stream makes the
+            // client resume from the database rather than skip an event.
+            tracing::warn!(match_id = %self.subscription.id, "gap in a match stream; closing it");
+            return false;
+        }
+        let viewer = viewer_of(&batch.state, self.caller);
+        for stored in &batch.events {
+            if stored.seq > self.last_sent {
+                out.push_back(event_item(
+                    stored,
+                    batch.state.redact(&stored.event, viewer),
+                ));
+                self.last_sent = stored.seq;
+            }
+        }
+        !(batch.state.phase.is_over() && self.last_sent >= batch.last_seq)
+    }
+}
+
+impl PlayerLive {
+    async fn next(&mut self, out: &mut VecDeque<LiveItem>) -> bool {
+        let Some(batch) = receive(&mut self.subscription).await else {
+            return false;
+        };
+        if batch
+            .notices
+            .first()
+            .is_some_and(|first| first.seq > self.last_sent + 1)
+        {
+            tracing::warn!(player = %self.subscription.id, "gap in a player stream; closing it");
+            return false;
+        }
+        for notice in &batch.notices {
+            if notice.seq > self.last_sent {
+                out.push_back(notice_item(notice));
+                self.last_sent = notice.seq;
+            }
+        }
+        true
+    }
+}
+
+fn event_item(stored: &StoredEvent, event: crate::engine::Event) -> LiveItem {
+    let kind = event.kind();
+    let resource = EventResource {
+        seq: stored.seq,
+        at: stored.at,
+        event,
+    };
+    LiveItem {
+        id: stored.seq,
+        event: Cow::Borrowed(kind),
+        data: serde_json::to_string(&resource).unwrap_or_else(|_| "{}".to_owned()),
+    }
+}
+
+/// A notice as its stream carries it: `seq`, `at`, `kind` and the payload's fields.
+pub fn notice_json(notice: &Notice) -> Value {
+    let mut object = serde_json::Map::new();
+    object.insert("seq".into(), notice.seq.into());
+    object.insert("at".into(), Value::String(notice.at.to_rfc3339()));
+    object.insert("kind".into(), Value::String(notice.kind.clone()));
+    match &notice.payload {
+        Value::Object(fields) => {
+            for (key, value) in fields {
+                object.entry(key.clone()).or_insert_with(|| value.clone());
+            }
+        }
+        Value::Null => {}
+        other => {
+            object.insert("payload".into(), other.clone());
+        }
+    }
+    Value::Object(object)
+}
+
+fn notice_item(notice: &Notice) -> LiveItem {
+    LiveItem {
+        id: notice.seq,
+        event: Cow::Owned(notice.kind.clone()),
+        data: notice_json(notice).to_string(),
+    }
+}
+
+/// Runs `task` until the hub is closed or its pool is.
+async fn until_closed(inner: Arc<Inner>, task: impl Future<Output = ()>) {
+    let mut closed = inner.closed.subscribe();
+    let pool_closed = inner.pool.close_event();
+    tokio::select! {
+        () = task => {}
+        _ = closed.wait_for(|closed| *closed) => {}
+        () = pool_closed => {}
+    }
+}
+
+async fn connect_listener(options: &PgConnectOptions) -> Result<PgListener, sqlx::Error> {
+    // A pool of one of its own: the listener must never wait behind commands for a
+    // connection, and must not hold one of theirs.
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .min_connections(0)
+        .max_lifetime(None)
+        .idle_timeout(None)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect_with(options.clone())
+        .await?;
+    let mut listener = PgListener::connect_with(&pool).await?;
+    listener.ignore_pool_close_event(true);
+    listener
+        .listen_all([EVENTS_CHANNEL, notices::CHANNEL])
+        .await?;
+    Ok(listener)
+}
+
+/// The listening loop: reconnects for ever, and after every (re)connection has the sweep
+/// re-read every followed position, since notifications sent while not listening are gone.
+async fn listen(inner: Arc<Inner>) {
+    let options = inner
+        .pool
+        .connect_options()
+        .as_ref()
+        .clone()
+        .application_name(LISTENER_APPLICATION_NAME);
+    let mut backoff = Duration::from_millis(50);
+    let mut connected_before = false;
+    loop {
+        let mut listener = match connect_listener(&options).await {
+            Ok(listener) => listener,
+            Err(error) => {
+                tracing::warn!(%error, "live: cannot listen; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_RECONNECT_BACKOFF);
+                continue;
+            }
+        };
+        backoff = Duration::from_millis(50);
+        if connected_before {
+            metrics::counter!("statki_live_listener_reconnects_total").increment(1);
+            tracing::info!("live: listening again; catching up");
+        }
+        connected_before = true;
+        inner.listening.store(true, Ordering::Relaxed);
+        inner.sweep_now.notify_one();
+        loop {
+            // `try_recv` runs alone, never inside a `select!`: it is not cancel-safe.
+            match listener.try_recv().await {
+                Ok(Some(notification)) => {
+                    on_notification(&inner, notification.channel(), notification.payload());
+                }
+                Ok(None) => {
+                    // sqlx re-established the connection and re-subscribed by itself.
+                    metrics::counter!("statki_live_listener_reconnects_total").increment(1);
+                    inner.sweep_now.notify_one();
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "live: listening connection lost; reconnecting");
+                    break;
+                }
+            }
+        }
+        inner.listening.store(false, Ordering::Relaxed);
+        drop(listener);
+    }
+}
+
+fn parse_position(payload: &str) -> Option<(Uuid, i64)> {
+    let (id, seq) = payload.split_once(':')?;
+    Some((id.parse().ok()?, seq.parse().ok()?))
+}
+
+fn on_notification(inner: &Arc<Inner>, channel: &str, payload: &str) {
+    let Some((id, seq)) = parse_position(payload) else {
+        tracing::warn!(channel, payload, "live: unreadable notification");
+        return;
+    };
+    if channel == EVENTS_CHANNEL {
+        if inner.matches.announce(id, seq) {
+            tokio::spawn(fetch_match(inner.clone(), id));
+        }
+    } else if channel == notices::CHANNEL && inner.players.announce(id, seq) {
+        tokio::spawn(fetch_notices(inner.clone(), id));
+    }
+}
+
+/// Reads a match's new events and state once and publishes them; goes on while more
+/// were announced meanwhile.
+async fn fetch_match(inner: Arc<Inner>, id: Uuid) {
+    let Ok(_slot) = inner.fetch_slots.acquire().await else {
+        return;
+    };
+    loop {
+        let Some(after) = inner.matches.position(id) else {
+            return;
+        };
+        let started = Instant::now();
+        let progressed = match read_match(&inner.pool, id, after).await {
+            Ok(Some(batch)) => {
+                let (delivered, seen) = (
+                    batch.events.last().map_or(after, |event| event.seq),
+                    batch.last_seq,
+                );
+                let progressed = delivered > after;
+                inner.matches.publish(id, batch, delivered, seen);
+                progressed
+            }
+            Ok(None) => false,
+            Err(error) => {
+                tracing::warn!(%error, match_id = %id, "live: reading new events failed");
+                inner.sweep_now.notify_one();
+                false
+            }
+        };
+        metrics::histogram!("statki_live_fetch_seconds").record(started.elapsed().as_secs_f64());
+        if !inner.matches.fetch_done(id, progressed) {
+            return;
+        }
+    }
+}
+
+async fn read_match(pool: &PgPool, id: Uuid, after: i64) -> Result<Option<MatchBatch>, StoreError> {
+    // The row first: events read after it may run ahead of it, and are cut at its
+    // `last_seq`, so the state each subscriber redacts with is never older than the
+    // events it redacts.
+    let Some(row) = store::matches::get(pool, id).await? else {
+        return Ok(None);
+    };
+    if row.last_seq <= after {
+        return Ok(None);
+    }
+    let mut events = store::events::list(pool, id, after, EVENTS_PAGE).await?;
+    events.retain(|event| event.seq <= row.last_seq);
+    Ok(Some(MatchBatch {
+        state: row.state,
+        last_seq: row.last_seq,
+        events,
+    }))
+}
+
+async fn fetch_notices(inner: Arc<Inner>, player: Uuid) {
+    let Ok(_slot) = inner.fetch_slots.acquire().await else {
+        return;
+    };
+    loop {
+        let Some(after) = inner.players.position(player) else {
+            return;
+        };
+        let progressed = match notices::list(&inner.pool, player, after, EVENTS_PAGE).await {
+            Ok(notices) => match notices.last().map(|notice| notice.seq) {
+                Some(last) => {
+                    inner
+                        .players
+                        .publish(player, NoticeBatch { notices }, last, last);
+                    true
+                }
+                None => false,
+            },
+            Err(error) => {
+                tracing::warn!(%error, %player, "live: reading new notices failed");
+                inner.sweep_now.notify_one();
+                false
+            }
+        };
+        if !inner.players.fetch_done(player, progressed) {
+            return;
+        }
+    }
+}
+
+async fn sweep_loop(inner: Arc<Inner>) {
+    let mut ticks = tokio::time::interval(inner.settings.catch_up_interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            () = inner.sweep_now.notified() => {}
+        }
+        if let Err(error) = sweep(&inner).await {
+            tracing::warn!(%error, "live: catch-up sweep failed");
+        }
+    }
+}
+
+/// Compares every followed position with the database and fetches what was missed.
+async fn sweep(inner: &Arc<Inner>) -> Result<(), StoreError> {
+    let matches = inner.matches.followed();
+    for chunk in matches.chunks(SWEEP_CHUNK) {
+        for (id, last_seq) in match_positions(&inner.pool, chunk).await? {
+            if inner.matches.announce(id, last_seq) {
+                tokio::spawn(fetch_match(inner.clone(), id));
+            }
+        }
+    }
+    let players = inner.players.followed();
+    for chunk in players.chunks(SWEEP_CHUNK) {
+        for (id, seq) in notice_positions(&inner.pool, chunk).await? {
+            if inner.players.announce(id, seq) {
+                tokio::spawn(fetch_notices(inner.clone(), id));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The latest sequence number of each of `ids` (one query for any number of matches).
+async fn match_positions(pool: &PgPool, ids: &[Uuid]) -> Result<Vec<(Uuid, i64)>, StoreError> {
+    let rows = sqlx::query("SELECT id, last_seq FROM matches WHERE id = ANY($1)")
+        .bind(ids)
+        .fetch_all(pool)
+        .await?;
+    rows.iter()
+        .map(|row| Ok((row.try_get("id")?, row.try_get("last_seq")?)))
+        .collect()
+}
+
+/// The latest notice number of each of `players` that has any.
+async fn notice_positions(pool: &PgPool, players: &[Uuid]) -> Result<Vec<(Uuid, i64)>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT player_id, max(seq) AS seq FROM player_notices
+         WHERE player_id = ANY($1) GROUP BY player_id",
+    )
+    .bind(players)
+    .fetch_all(pool)
+    .await?;
+    rows.iter()
+        .map(|row| Ok((row.try_get("player_id")?, row.try_get("seq")?)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_parse() {
+        let id = Uuid::now_v7();
+        assert_eq!(parse_position(&format!("{id}:42")), Some((id, 42)));
+        assert_eq!(parse_position("nonsense"), None);
+        assert_eq!(parse_position(&format!("{id}:x")), None);
+    }
+
+    #[test]
+    fn a_fetch_starts_only_once_the_position_is_known_and_behind() {
+        let registry: Registry<NoticeBatch> = Registry::new();
+        let id = Uuid::now_v7();
+        let _rx = registry.subscribe(id, 4);
+        assert!(
+            !registry.announce(id, 3),
+            "position unknown: nothing to fetch from"
+        );
+        assert!(registry.seed(id, 1), "behind the announcement: fetch");
+        assert!(!registry.announce(id, 5), "one fetch at a time");
+        registry.publish(id, NoticeBatch { notices: vec![] }, 3, 3);
+        assert!(
+            registry.fetch_done(id, true),
+            "5 announced, 3 delivered: go on"
+        );
+        registry.publish(id, NoticeBatch { notices: vec![] }, 5, 5);
+        assert!(!registry.fetch_done(id, true));
+        assert!(
+            registry.announce(id, 6),
+            "idle again: a new fetch may start"
+        );
+        registry.publish(id, NoticeBatch { notices: vec![] }, 4, 4);
+        assert_eq!(
+            registry.position(id),
+            Some(5),
+            "a late, older batch never moves back"
+        );
+    }
+
+    #[test]
+    fn the_last_subscriber_releases_the_topic() {
+        let registry: Registry<NoticeBatch> = Registry::new();
+        let id = Uuid::now_v7();
+        let first = registry.subscribe(id, 4);
+        let second = registry.subscribe(id, 4);
+        registry.release(id);
+        drop(first);
+        assert_eq!(registry.len(), 1);
+        registry.release(id);
+        drop(second);
+        assert_eq!(registry.len(), 0);
+    }
+
+    #[test]
+    fn notice_fields_are_flattened_without_overriding_the_envelope() {
+        let notice = Notice {
+            seq: 2,
+            at: chrono::Utc::now(),
+            kind: "challenge".into(),
+            payload: serde_json::json!({ "match_id": "m", "seq": 99 }),
+        };
+        let json = notice_json(&notice);
+        assert_eq!(json["seq"], 2);
+        assert_eq!(json["kind"], "challenge");
+        assert_eq!(json["match_id"], "m");
+    }
+}
