@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 
 use futures::Stream;
 use serde_json::Value;
+use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
-use sqlx::{PgPool, Row};
 use tokio::sync::{Notify, Semaphore, broadcast, watch};
 use uuid::Uuid;
 
@@ -867,29 +867,12 @@ async fn sweep(inner: &Arc<Inner>) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// The latest sequence number of each of `ids` (one query for any number of matches).
 async fn match_positions(pool: &PgPool, ids: &[Uuid]) -> Result<Vec<(Uuid, i64)>, StoreError> {
-    let rows = sqlx::query("SELECT id, last_seq FROM matches WHERE id = ANY($1)")
-        .bind(ids)
-        .fetch_all(pool)
-        .await?;
-    rows.iter()
-        .map(|row| Ok((row.try_get("id")?, row.try_get("last_seq")?)))
-        .collect()
+    crate::store::matches::positions(pool, ids).await
 }
 
-/// The latest notice number of each of `players` that has any.
 async fn notice_positions(pool: &PgPool, players: &[Uuid]) -> Result<Vec<(Uuid, i64)>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT player_id, max(seq) AS seq FROM player_notices
-         WHERE player_id = ANY($1) GROUP BY player_id",
-    )
-    .bind(players)
-    .fetch_all(pool)
-    .await?;
-    rows.iter()
-        .map(|row| Ok((row.try_get("player_id")?, row.try_get("seq")?)))
-        .collect()
+    crate::store::notices::positions(pool, players).await
 }
 
 #[cfg(test)]

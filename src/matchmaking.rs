@@ -146,19 +146,11 @@ pub fn plan_pairs(entries: &[Entry], now: DateTime<Utc>) -> Vec<(usize, usize)> 
 }
 
 async fn db_now(conn: &mut PgConnection) -> Result<DateTime<Utc>> {
-    Ok(sqlx::query_scalar("SELECT clock_timestamp()")
-        .fetch_one(conn)
-        .await?)
+    Ok(crate::store::now(conn).await?)
 }
 
 async fn in_live_match(conn: &mut PgConnection, player: Uuid) -> Result<bool> {
-    Ok(sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM matches WHERE phase IN ('placement', 'battle')
-                        AND (creator = $1 OR joiner = $1))",
-    )
-    .bind(player)
-    .fetch_one(conn)
-    .await?)
+    Ok(matches::in_live_match(conn, player).await?)
 }
 
 fn to_json<T: Serialize>(value: &T) -> Result<Value> {
@@ -352,10 +344,7 @@ pub struct Sweep {
 /// clock. Skipped when another replica is sweeping.
 pub async fn sweep(service: &Service, now: DateTime<Utc>) -> Result<Sweep> {
     let mut tx = service.pool.begin().await?;
-    let mine: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
-        .bind(SWEEP_LOCK)
-        .fetch_one(&mut *tx)
-        .await?;
+    let mine = crate::store::try_advisory_xact_lock(&mut *tx, SWEEP_LOCK).await?;
     if !mine {
         return Ok(Sweep::default());
     }
@@ -388,9 +377,7 @@ pub async fn sweep(service: &Service, now: DateTime<Utc>) -> Result<Sweep> {
 /// The sweep task of one replica, until `stop` turns true.
 pub async fn run(service: Service, mut stop: watch::Receiver<bool>) {
     loop {
-        let now = sqlx::query_scalar::<_, DateTime<Utc>>("SELECT clock_timestamp()")
-            .fetch_one(&service.pool)
-            .await;
+        let now = crate::store::now(&service.pool).await;
         match now {
             Ok(now) => {
                 if let Err(error) = sweep(&service, now).await {

@@ -242,9 +242,7 @@ impl Service {
 
     /// The database's time: the only clock.
     async fn now(&self) -> Result<DateTime<Utc>> {
-        Ok(sqlx::query_scalar("SELECT clock_timestamp()")
-            .fetch_one(&self.pool)
-            .await?)
+        Ok(store::now(&self.pool).await?)
     }
 
     pub async fn register(&self, name: &str) -> Result<PlayerCreated> {
@@ -331,9 +329,7 @@ impl Service {
             tx.rollback().await?;
             return self.replay(creator, key).await;
         }
-        let now: DateTime<Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
-            .fetch_one(&mut *tx)
-            .await?;
+        let now = store::now(&mut *tx).await?;
         let created = Match::create(creator, rules, request.ranked, request.opponent, now)?;
         let state = Match::fold([&created]).map_err(|e| ServiceError::Corrupt(e.to_string()))?;
         let id = Uuid::now_v7();

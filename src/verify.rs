@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
-use sqlx::{PgConnection, PgPool, Row};
+use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 use crate::engine::{
@@ -19,7 +19,7 @@ use crate::engine::{
     Snapshot,
 };
 use crate::ladder;
-use crate::store::{StoreError, events, ratings};
+use crate::store::{StoreError, events, matches, ratings};
 
 /// Ratings read back from JSON may differ from the computed ones in the last bits.
 const TOLERANCE: f64 = 1e-6;
@@ -89,47 +89,17 @@ impl fmt::Display for Report {
 }
 
 /// A match row as stored, columns and all.
-struct Stored {
-    id: Uuid,
-    ruleset: String,
-    ranked: bool,
-    phase: String,
-    creator: Uuid,
-    joiner: Option<Uuid>,
-    winner: Option<Uuid>,
-    reason: Option<String>,
-    last_seq: i64,
-    snapshot: serde_json::Value,
-}
+type Stored = matches::StoredColumns;
 
 /// Verifies the whole database.
 pub async fn run(pool: &PgPool) -> Result<Report, StoreError> {
     let mut tx = pool.begin().await?;
-    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        .execute(&mut *tx)
-        .await?;
+    matches::read_only_snapshot(&mut *tx).await?;
     let mut report = Report::default();
-    let rows = sqlx::query(
-        "SELECT id, ruleset, ranked, phase, creator, joiner, winner, reason, last_seq, snapshot
-         FROM matches ORDER BY created_at, id",
-    )
-    .fetch_all(&mut *tx)
-    .await?;
+    let rows = matches::all_columns(&mut *tx).await?;
     // Rating events by match, to compare with the history rows.
     let mut rated: HashMap<Uuid, (i64, Vec<RatingChange>)> = HashMap::new();
-    for row in rows {
-        let stored = Stored {
-            id: row.try_get("id")?,
-            ruleset: row.try_get("ruleset")?,
-            ranked: row.try_get("ranked")?,
-            phase: row.try_get("phase")?,
-            creator: row.try_get("creator")?,
-            joiner: row.try_get("joiner")?,
-            winner: row.try_get("winner")?,
-            reason: row.try_get("reason")?,
-            last_seq: row.try_get("last_seq")?,
-            snapshot: row.try_get("snapshot")?,
-        };
+    for stored in rows {
         check_match(&mut tx, &stored, &mut report, &mut rated).await?;
     }
     check_ladders(&mut tx, &mut report, &rated).await?;

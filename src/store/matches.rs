@@ -274,3 +274,77 @@ pub async fn with_deadline_after(
             .await?,
     )
 }
+
+/// The latest sequence number of each of `ids` (one query for any number of matches).
+pub async fn positions(
+    db: impl PgExecutor<'_>,
+    ids: &[Uuid],
+) -> Result<Vec<(Uuid, i64)>, StoreError> {
+    let rows = sqlx::query("SELECT id, last_seq FROM matches WHERE id = ANY($1)")
+        .bind(ids)
+        .fetch_all(db)
+        .await?;
+    rows.iter()
+        .map(|row| Ok((row.try_get("id")?, row.try_get("last_seq")?)))
+        .collect()
+}
+
+/// Whether `player` sits in a match being placed or fought.
+pub async fn in_live_match(db: impl PgExecutor<'_>, player: Uuid) -> Result<bool, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM matches WHERE phase IN ('placement', 'battle')
+                        AND (creator = $1 OR joiner = $1))",
+    )
+    .bind(player)
+    .fetch_one(db)
+    .await?)
+}
+
+/// A match row's columns as stored, for checking them against the event log.
+#[derive(Clone, Debug)]
+pub struct StoredColumns {
+    pub id: Uuid,
+    pub ruleset: String,
+    pub ranked: bool,
+    pub phase: String,
+    pub creator: Uuid,
+    pub joiner: Option<Uuid>,
+    pub winner: Option<Uuid>,
+    pub reason: Option<String>,
+    pub last_seq: i64,
+    pub snapshot: serde_json::Value,
+}
+
+/// Every match row as stored, oldest first.
+pub async fn all_columns(db: impl PgExecutor<'_>) -> Result<Vec<StoredColumns>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT id, ruleset, ranked, phase, creator, joiner, winner, reason, last_seq, snapshot
+         FROM matches ORDER BY created_at, id",
+    )
+    .fetch_all(db)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(StoredColumns {
+                id: row.try_get("id")?,
+                ruleset: row.try_get("ruleset")?,
+                ranked: row.try_get("ranked")?,
+                phase: row.try_get("phase")?,
+                creator: row.try_get("creator")?,
+                joiner: row.try_get("joiner")?,
+                winner: row.try_get("winner")?,
+                reason: row.try_get("reason")?,
+                last_seq: row.try_get("last_seq")?,
+                snapshot: row.try_get("snapshot")?,
+            })
+        })
+        .collect()
+}
+
+/// Makes the caller's transaction a read-only snapshot of the whole database.
+pub async fn read_only_snapshot(db: impl PgExecutor<'_>) -> Result<(), StoreError> {
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        .execute(db)
+        .await?;
+    Ok(())
+}

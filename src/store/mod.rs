@@ -49,6 +49,26 @@ pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
     sqlx::migrate!("./migrations").run(pool).await
 }
 
+/// The database's time: the only clock the service trusts.
+pub async fn now(
+    db: impl sqlx::PgExecutor<'_>,
+) -> Result<chrono::DateTime<chrono::Utc>, StoreError> {
+    Ok(sqlx::query_scalar("SELECT clock_timestamp()")
+        .fetch_one(db)
+        .await?)
+}
+
+/// Takes the transaction-scoped advisory lock `key` if nobody holds it.
+pub async fn try_advisory_xact_lock(
+    db: impl sqlx::PgExecutor<'_>,
+    key: i64,
+) -> Result<bool, StoreError> {
+    Ok(sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
+        .bind(key)
+        .fetch_one(db)
+        .await?)
+}
+
 /// Whether the database answers.
 pub async fn ping(pool: &PgPool) -> Result<(), sqlx::Error> {
     sqlx::query("SELECT 1").execute(pool).await.map(|_| ())

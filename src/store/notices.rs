@@ -74,3 +74,20 @@ pub async fn list(
         })
         .collect()
 }
+
+/// The latest notice number of each of `players` that has any.
+pub async fn positions(
+    db: impl PgExecutor<'_>,
+    players: &[Uuid],
+) -> Result<Vec<(Uuid, i64)>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT player_id, max(seq) AS seq FROM player_notices
+         WHERE player_id = ANY($1) GROUP BY player_id",
+    )
+    .bind(players)
+    .fetch_all(db)
+    .await?;
+    rows.iter()
+        .map(|row| Ok((row.try_get("player_id")?, row.try_get("seq")?)))
+        .collect()
+}
