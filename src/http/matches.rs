@@ -13,7 +13,7 @@ use super::AppState;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath, ApiQuery, Caller, IdempotencyKey};
 use crate::engine::{Cell, Command, Orientation, Placement};
-use crate::service::{self, EventResource, MatchResource, NewMatch, ShotAnswer};
+use crate::service::{self, EventResource, Idempotency, MatchResource, NewMatch, ShotAnswer};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -80,8 +80,21 @@ fn parse_cell(text: &str) -> Result<Cell, ApiError> {
         .map_err(|refusal| ApiError::from(service::ServiceError::Rule(refusal)))
 }
 
-fn resource(committed: &service::Committed<'_>, caller: Uuid) -> MatchResource {
-    committed.resource(caller)
+/// Runs a match command and answers with the caller's view of the match after it.
+async fn answer_with_view(
+    state: &AppState,
+    id: Uuid,
+    caller: Uuid,
+    command: Command,
+    idempotency: Option<Idempotency>,
+) -> Result<Json<Value>, ApiError> {
+    let answer = state
+        .service
+        .command(id, caller, command, idempotency.as_ref(), |done| {
+            done.resource(caller)
+        })
+        .await?;
+    Ok(Json(answer))
 }
 
 /// Create a match; the creator takes the first seat.
@@ -173,13 +186,7 @@ async fn join_match(
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<Value>, ApiError> {
     let idempotency = key.for_request(&format!("POST /v1/matches/{id}/join"), &());
-    let answer = state
-        .service
-        .command(id, caller, Command::Join, idempotency.as_ref(), |done| {
-            resource(done, caller)
-        })
-        .await?;
-    Ok(Json(answer))
+    answer_with_view(&state, id, caller, Command::Join, idempotency).await
 }
 
 /// Place or move ship `index` (0-based, fleet order). Placing the last ship locks the fleet.
@@ -205,13 +212,7 @@ async fn place_ship(
     let placement = body.placement()?;
     let idempotency = key.for_request(&format!("PUT /v1/matches/{id}/ships/{index}"), &body);
     let command = Command::PlaceShip { index, placement };
-    let answer = state
-        .service
-        .command(id, caller, command, idempotency.as_ref(), |done| {
-            resource(done, caller)
-        })
-        .await?;
-    Ok(Json(answer))
+    answer_with_view(&state, id, caller, command, idempotency).await
 }
 
 /// Pick ship `index` up again (only while the fleet is not locked).
@@ -230,13 +231,7 @@ async fn remove_ship(
     Caller(caller): Caller,
     ApiPath((id, index)): ApiPath<(Uuid, usize)>,
 ) -> Result<Json<Value>, ApiError> {
-    let answer = state
-        .service
-        .command(id, caller, Command::RemoveShip { index }, None, |done| {
-            resource(done, caller)
-        })
-        .await?;
-    Ok(Json(answer))
+    answer_with_view(&state, id, caller, Command::RemoveShip { index }, None).await
 }
 
 /// Place the whole fleet at once and lock it.
@@ -265,13 +260,7 @@ async fn place_fleet(
         .collect::<Result<_, _>>()?;
     let idempotency = key.for_request(&format!("PUT /v1/matches/{id}/fleet"), &body);
     let command = Command::PlaceFleet { placements };
-    let answer = state
-        .service
-        .command(id, caller, command, idempotency.as_ref(), |done| {
-            resource(done, caller)
-        })
-        .await?;
-    Ok(Json(answer))
+    answer_with_view(&state, id, caller, command, idempotency).await
 }
 
 /// Fire at one cell of the opponent's sea.
@@ -327,13 +316,7 @@ async fn resign(
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<Value>, ApiError> {
     let idempotency = key.for_request(&format!("POST /v1/matches/{id}/resign"), &());
-    let answer = state
-        .service
-        .command(id, caller, Command::Resign, idempotency.as_ref(), |done| {
-            resource(done, caller)
-        })
-        .await?;
-    Ok(Json(answer))
+    answer_with_view(&state, id, caller, Command::Resign, idempotency).await
 }
 
 /// The events the caller may see, in order, after `after`.
