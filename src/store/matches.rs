@@ -1,6 +1,7 @@
 //! Match rows: the current state of each match, kept in step with its events.
 
 use chrono::{DateTime, Utc};
+use sqlx::types::Json;
 use sqlx::{PgExecutor, Row};
 use uuid::Uuid;
 
@@ -18,9 +19,10 @@ pub struct MatchRow {
 }
 
 fn decode(row: &sqlx::postgres::PgRow) -> Result<MatchRow, StoreError> {
-    let snapshot: serde_json::Value = row.try_get("snapshot")?;
-    let snapshot: Snapshot =
-        serde_json::from_value(snapshot).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    // Decoded straight from the column's text: no intermediate JSON tree on the hot path.
+    let Json(snapshot): Json<Snapshot> = row
+        .try_get("snapshot")
+        .map_err(|e| StoreError::Corrupt(format!("snapshot: {e}")))?;
     let state = Match::from_snapshot(&snapshot).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     Ok(MatchRow {
         id: row.try_get("id")?,
@@ -37,8 +39,8 @@ fn finish_reason(reason: crate::engine::FinishReason) -> String {
         .unwrap_or_default()
 }
 
-fn snapshot_json(state: &Match) -> Result<serde_json::Value, StoreError> {
-    serde_json::to_value(state.snapshot()).map_err(|e| StoreError::Corrupt(e.to_string()))
+fn snapshot_json(state: &Match) -> Result<Json<Snapshot>, StoreError> {
+    Ok(Json(state.snapshot()))
 }
 
 /// Inserts a new match row (its first event is appended by the caller).
