@@ -25,9 +25,15 @@ pub async fn beat_and_plan(
     Ok((row.try_get("now")?, row.try_get("next")?))
 }
 
+/// The advisory lock that serialises outage recovery: "statkclk" as a big-endian integer.
+const RECOVERY_LOCK: i64 = i64::from_be_bytes(*b"statkclk");
+
 /// Serialises replica start-ups so two replicas never both give back the same outage.
 pub async fn lock_startup(db: impl PgExecutor<'_>) -> Result<(), StoreError> {
-    sqlx::query("SELECT pg_advisory_xact_lock(7465727461746b69)")
+    // A bound integer: the old literal `7465727461746b69` is not a number to PostgreSQL, so
+    // every recovery failed and outages were never given back.
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(RECOVERY_LOCK)
         .execute(db)
         .await?;
     Ok(())
