@@ -526,13 +526,15 @@ async fn shots_racing_the_deadline_have_exactly_one_outcome(
         .collect();
     let ids = store_battles(&pool, &games).await;
 
-    // Shots land from 40 ms before to 40 ms after the deadline while two sweepers run.
+    // Shots land from 40 ms before to 160 ms after the deadline while two sweepers run: the
+    // ones around the deadline race the clock; the late ones must lose to it, however
+    // loaded the machine.
     let app = std::sync::Arc::new(app);
     let mut shots = tokio::task::JoinSet::new();
     for (i, id) in ids.iter().enumerate() {
         let (app, id) = (app.clone(), id.to_string());
         let shooter = pairs[i % pairs.len()].0.clone();
-        let at = deadline + ms(i as i64 * 80 / MATCHES as i64 - 40);
+        let at = deadline + ms(i as i64 * 200 / MATCHES as i64 - 40);
         shots.spawn(async move {
             sleep_until(at).await;
             let reply = fire(&app, &id, &shooter, "J10").await;
@@ -545,7 +547,7 @@ async fn shots_racing_the_deadline_have_exactly_one_outcome(
         sweepers.spawn(async move {
             sleep_until(deadline - ms(50)).await;
             let mut expired = 0;
-            while Utc::now() < deadline + ms(400) {
+            while Utc::now() < deadline + ms(600) {
                 expired += clock::sweep(&app.service, db_now(&pool).await)
                     .await
                     .unwrap();
