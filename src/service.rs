@@ -24,6 +24,15 @@ pub const EVENTS_PAGE: i64 = 500;
 /// Most matches one list returns.
 pub const LIST_PAGE: i64 = 100;
 
+/// What one batch of the clock came to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Expired {
+    /// Due matches claimed (locked) by the batch.
+    pub claimed: usize,
+    /// Of those, how many were expired.
+    pub expired: usize,
+}
+
 /// The clocks and limits an operator sets.
 #[derive(Clone, Copy, Debug)]
 pub struct GameSettings {
@@ -412,31 +421,47 @@ impl Service {
     pub async fn expire_due(&self, now: DateTime<Utc>, batch: i64) -> Result<usize> {
         let mut changed = 0;
         loop {
-            let mut tx = self.pool.begin().await?;
-            let due = matches::claim_due(&mut *tx, now, batch).await?;
-            let mut progressed = 0;
-            for id in &due {
-                let Some((row, _)) = matches::lock(&mut *tx, *id).await? else {
-                    continue;
-                };
-                // The engine re-checks the deadline against the state that armed it, so a
-                // command that moved it first wins and nothing is enforced twice.
-                let Ok(events) = row.state.expire(now) else {
-                    continue;
-                };
-                self.append_in(&mut tx, row, &events, now).await?;
-                progressed += 1;
-            }
-            tx.commit().await?;
-            changed += progressed;
-            if progressed == 0 || (due.len() as i64) < batch {
+            let round = self.expire_batch(now, batch).await?;
+            changed += round.expired;
+            if round.expired == 0 || (round.claimed as i64) < batch {
                 return Ok(changed);
             }
         }
     }
 
+    /// One transaction of [`Service::expire_due`]: claims up to `limit` due matches and
+    /// expires each that is still in the state that armed its deadline.
+    pub async fn expire_batch(&self, now: DateTime<Utc>, limit: i64) -> Result<Expired> {
+        let mut tx = self.pool.begin().await?;
+        let due = matches::claim_due(&mut *tx, now, limit).await?;
+        let claimed = due.len();
+        let mut changes = Vec::with_capacity(claimed);
+        for matches::Claimed { id, row } in due {
+            let row = match row {
+                Ok(row) => row,
+                Err(error) => {
+                    tracing::error!(
+                        match_id = %id, %error,
+                        "a due match is unreadable; its clock is not enforced"
+                    );
+                    continue;
+                }
+            };
+            // The row is locked as it stands now, and the engine re-checks its deadline: a
+            // command that moved the clock first wins, and nothing is enforced twice.
+            if let Ok(events) = row.state.expire(now) {
+                changes.push((row, events));
+            }
+        }
+        let expired = changes.len();
+        append_many(&mut tx, changes, now).await?;
+        tx.commit().await?;
+        Ok(Expired { claimed, expired })
+    }
+
     /// Gives back `by` to every running clock whose deadline is after `since`: time lost
-    /// while no replica was alive. Returns how many matches changed.
+    /// while no replica was alive. A clock re-armed since it was listed (a command got in
+    /// first) is fresh and left alone. Returns how many matches changed.
     pub async fn extend_clocks(
         &self,
         tx: &mut sqlx::PgConnection,
@@ -444,12 +469,15 @@ impl Service {
         by: chrono::Duration,
         now: DateTime<Utc>,
     ) -> Result<usize> {
-        let ids = matches::with_deadline_after(&mut *tx, since).await?;
+        let listed = matches::with_deadline_after(&mut *tx, since).await?;
         let mut changed = 0;
-        for id in ids {
+        for (id, deadline) in listed {
             let Some((row, _)) = matches::lock(&mut *tx, id).await? else {
                 continue;
             };
+            if row.state.deadline != Some(deadline) {
+                continue;
+            }
             let Ok(events) = row.state.extend_clock(by) else {
                 continue;
             };
@@ -604,7 +632,7 @@ async fn notify_players(
 }
 
 /// Folds `events` into a locked match, appends them and writes the row: the heart of
-/// every state change.
+/// every state change. The clock's batch form is [`append_many`]; keep the two in step.
 async fn append_events(
     tx: &mut sqlx::PgConnection,
     row: matches::MatchRow,
@@ -631,6 +659,55 @@ async fn append_events(
     .await?;
     crate::ladder::record(&mut *tx, row.id, &stored).await?;
     Ok((state, stored))
+}
+
+/// [`append_events`] then [`announce`] for many locked matches at once, in a few statements
+/// instead of a few per match: the clock's path, which may change thousands of matches in
+/// the same second. Whatever those two do for one match must be done here for each.
+async fn append_many(
+    tx: &mut sqlx::PgConnection,
+    changes: Vec<(matches::MatchRow, Vec<Event>)>,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    if changes.is_empty() {
+        return Ok(());
+    }
+    // A ranked result and its rating change are one fact, on this path as on commands.
+    let mut prepared = Vec::with_capacity(changes.len());
+    for (row, mut events) in changes {
+        let mut state = row.state.clone();
+        state.evolve_all(&events);
+        if let Some(rating) = crate::ladder::settle(&mut *tx, &state, &events, now).await? {
+            state.evolve_all(std::slice::from_ref(&rating));
+            events.push(rating);
+        }
+        prepared.push((row, events, state));
+    }
+    let appends: Vec<(Uuid, i64, &[Event])> = prepared
+        .iter()
+        .map(|(row, events, _)| (row.id, row.last_seq, events.as_slice()))
+        .collect();
+    let stored = store::events::append_many(&mut *tx, &appends, now).await?;
+    let mut folded = Vec::with_capacity(prepared.len());
+    for ((row, _, state), stored) in prepared.iter().zip(stored) {
+        crate::ladder::record(&mut *tx, row.id, &stored).await?;
+        let last_seq = stored.last().map_or(row.last_seq, |event| event.seq);
+        folded.push((row.id, state, stored, last_seq));
+    }
+    let updates: Vec<(Uuid, &Match, i64)> = folded
+        .iter()
+        .map(|(id, state, _, last_seq)| (*id, *state, *last_seq))
+        .collect();
+    matches::update_many(&mut *tx, &updates, now).await?;
+    let mut announced = Vec::with_capacity(folded.len());
+    for (id, state, stored, last_seq) in &folded {
+        for stored_event in stored {
+            notify_players(tx, *id, state, &stored_event.event).await?;
+        }
+        announced.push(format!("{id}:{last_seq}"));
+    }
+    store::events::notify_many(&mut *tx, EVENTS_CHANNEL, &announced).await?;
+    Ok(())
 }
 
 /// Renders a match as `viewer` sees it at `now`.

@@ -78,6 +78,55 @@ pub async fn append(
     Ok(stored(after, at, events))
 }
 
+/// Appends the events of several matches in one statement: for each `(match, after,
+/// events)`, `events` as seq `after + 1`, `after + 2`, … The clock uses it to record many
+/// results in one round trip.
+pub async fn append_many(
+    db: impl PgExecutor<'_>,
+    batch: &[(Uuid, i64, &[Event])],
+    at: DateTime<Utc>,
+) -> Result<Vec<Vec<StoredEvent>>, StoreError> {
+    let total = batch.iter().map(|(_, _, events)| events.len()).sum();
+    let mut ids = Vec::with_capacity(total);
+    let mut seqs = Vec::with_capacity(total);
+    let mut actors = Vec::with_capacity(total);
+    let mut kinds = Vec::with_capacity(total);
+    let mut payloads = Vec::with_capacity(total);
+    let mut stored = Vec::with_capacity(batch.len());
+    for &(match_id, after, events) in batch {
+        let mut these = Vec::with_capacity(events.len());
+        for (offset, event) in (1..).zip(events) {
+            ids.push(match_id);
+            seqs.push(after + offset);
+            actors.push(event.actor());
+            kinds.push(event.kind());
+            payloads
+                .push(serde_json::to_value(event).map_err(|e| StoreError::Corrupt(e.to_string()))?);
+            these.push(StoredEvent {
+                seq: after + offset,
+                at,
+                event: event.clone(),
+            });
+        }
+        stored.push(these);
+    }
+    sqlx::query(
+        "INSERT INTO match_events (match_id, seq, at, actor, kind, payload)
+         SELECT match_id, seq, $1, actor, kind, payload
+         FROM UNNEST($2::uuid[], $3::bigint[], $4::uuid[], $5::text[], $6::jsonb[])
+              AS e(match_id, seq, actor, kind, payload)",
+    )
+    .bind(at)
+    .bind(&ids)
+    .bind(&seqs)
+    .bind(&actors)
+    .bind(&kinds)
+    .bind(&payloads)
+    .execute(db)
+    .await?;
+    Ok(stored)
+}
+
 /// Events of a match after `after`, in order, at most `limit`.
 pub async fn list(
     db: impl PgExecutor<'_>,
@@ -112,4 +161,18 @@ pub async fn count_all(db: impl PgExecutor<'_>) -> Result<i64, StoreError> {
     Ok(sqlx::query_scalar("SELECT count(*) FROM match_events")
         .fetch_one(db)
         .await?)
+}
+
+/// Announces every `match_id:seq` of `payloads` on `channel`, delivered at commit.
+pub async fn notify_many(
+    db: impl PgExecutor<'_>,
+    channel: &str,
+    payloads: &[String],
+) -> Result<(), StoreError> {
+    sqlx::query("SELECT pg_notify($1, payload) FROM UNNEST($2::text[]) AS payload")
+        .bind(channel)
+        .bind(payloads)
+        .execute(db)
+        .await?;
+    Ok(())
 }

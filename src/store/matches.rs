@@ -98,6 +98,29 @@ pub async fn get(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<MatchRow>, 
     row.as_ref().map(decode).transpose()
 }
 
+/// The columns of a match row that copy its state.
+struct Columns {
+    phase: &'static str,
+    joiner: Option<Uuid>,
+    turn: Option<Uuid>,
+    deadline: Option<DateTime<Utc>>,
+    winner: Option<Uuid>,
+    reason: Option<String>,
+    snapshot: Json<Snapshot>,
+}
+
+fn columns(state: &Match) -> Result<Columns, StoreError> {
+    Ok(Columns {
+        phase: state.phase.as_str(),
+        joiner: state.player(1),
+        turn: state.turn.and_then(|seat| state.player(seat)),
+        deadline: state.deadline,
+        winner: state.result.and_then(|result| result.winner),
+        reason: state.result.map(|result| finish_reason(result.reason)),
+        snapshot: snapshot_json(state)?,
+    })
+}
+
 /// Writes a match's new state after appending events up to `last_seq`.
 pub async fn update(
     db: impl PgExecutor<'_>,
@@ -106,20 +129,21 @@ pub async fn update(
     last_seq: i64,
     at: DateTime<Utc>,
 ) -> Result<(), StoreError> {
+    let row = columns(state)?;
     sqlx::query(
         "UPDATE matches SET phase = $2, joiner = $3, turn = $4, deadline = $5, winner = $6,
                 reason = $7, last_seq = $8, snapshot = $9, updated_at = $10
          WHERE id = $1",
     )
     .bind(id)
-    .bind(state.phase.as_str())
-    .bind(state.player(1))
-    .bind(state.turn.and_then(|seat| state.player(seat)))
-    .bind(state.deadline)
-    .bind(state.result.and_then(|result| result.winner))
-    .bind(state.result.map(|result| finish_reason(result.reason)))
+    .bind(row.phase)
+    .bind(row.joiner)
+    .bind(row.turn)
+    .bind(row.deadline)
+    .bind(row.winner)
+    .bind(row.reason)
     .bind(last_seq)
-    .bind(snapshot_json(state)?)
+    .bind(row.snapshot)
     .bind(at)
     .execute(db)
     .await
@@ -141,7 +165,7 @@ pub async fn record(
 ) -> Result<Vec<StoredEvent>, StoreError> {
     let columns = super::events::columns(after, events)?;
     let last_seq = after + i64::try_from(events.len()).unwrap_or(i64::MAX);
-    let reason = state.result.map(|result| finish_reason(result.reason));
+    let row = self::columns(state)?;
     sqlx::query(
         "WITH appended AS (
              INSERT INTO match_events (match_id, seq, at, actor, kind, payload)
@@ -165,19 +189,71 @@ pub async fn record(
     .bind(&columns.actors)
     .bind(&columns.kinds)
     .bind(&columns.payloads)
-    .bind(state.phase.as_str())
-    .bind(state.player(1))
-    .bind(state.turn.and_then(|seat| state.player(seat)))
-    .bind(state.deadline)
-    .bind(state.result.and_then(|result| result.winner))
-    .bind(reason)
+    .bind(row.phase)
+    .bind(row.joiner)
+    .bind(row.turn)
+    .bind(row.deadline)
+    .bind(row.winner)
+    .bind(row.reason)
     .bind(last_seq)
-    .bind(snapshot_json(state)?)
+    .bind(row.snapshot)
     .bind(channel)
     .execute(db)
     .await
     .map_err(classify)?;
     Ok(super::events::stored(after, at, events))
+}
+
+/// [`update`] for several matches in one statement: each `(id, state, last_seq)`.
+pub async fn update_many(
+    db: impl PgExecutor<'_>,
+    batch: &[(Uuid, &Match, i64)],
+    at: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    let mut ids = Vec::with_capacity(batch.len());
+    let mut phases = Vec::with_capacity(batch.len());
+    let mut joiners = Vec::with_capacity(batch.len());
+    let mut turns = Vec::with_capacity(batch.len());
+    let mut deadlines = Vec::with_capacity(batch.len());
+    let mut winners = Vec::with_capacity(batch.len());
+    let mut reasons = Vec::with_capacity(batch.len());
+    let mut seqs = Vec::with_capacity(batch.len());
+    let mut snapshots = Vec::with_capacity(batch.len());
+    for &(id, state, last_seq) in batch {
+        let row = columns(state)?;
+        ids.push(id);
+        phases.push(row.phase);
+        joiners.push(row.joiner);
+        turns.push(row.turn);
+        deadlines.push(row.deadline);
+        winners.push(row.winner);
+        reasons.push(row.reason);
+        seqs.push(last_seq);
+        snapshots.push(row.snapshot);
+    }
+    sqlx::query(
+        "UPDATE matches SET phase = u.phase, joiner = u.joiner, turn = u.turn,
+                deadline = u.deadline, winner = u.winner, reason = u.reason,
+                last_seq = u.last_seq, snapshot = u.snapshot, updated_at = $1
+         FROM UNNEST($2::uuid[], $3::text[], $4::uuid[], $5::uuid[], $6::timestamptz[],
+                     $7::uuid[], $8::text[], $9::bigint[], $10::jsonb[])
+              AS u(id, phase, joiner, turn, deadline, winner, reason, last_seq, snapshot)
+         WHERE matches.id = u.id",
+    )
+    .bind(at)
+    .bind(&ids)
+    .bind(&phases)
+    .bind(&joiners)
+    .bind(&turns)
+    .bind(&deadlines)
+    .bind(&winners)
+    .bind(&reasons)
+    .bind(&seqs)
+    .bind(&snapshots)
+    .execute(db)
+    .await
+    .map_err(classify)?;
+    Ok(())
 }
 
 /// Matches waiting for an opponent that `viewer` may join, oldest first.
@@ -218,22 +294,37 @@ pub async fn list_for_player(
     rows.iter().map(decode).collect()
 }
 
-/// Ids of matches whose clock has run out by `now`, locked for this transaction; rows
-/// another replica is already handling are skipped.
+/// A match claimed by the clock: its row, or why the row could not be read (one unreadable
+/// match must not stop every other clock).
+pub struct Claimed {
+    pub id: Uuid,
+    pub row: Result<MatchRow, StoreError>,
+}
+
+/// Matches whose clock has run out by `now`, earliest first, locked for this transaction;
+/// rows another transaction holds are skipped, not waited for. Each row is read as locked,
+/// so a command that committed first is seen.
 pub async fn claim_due(
     db: impl PgExecutor<'_>,
     now: DateTime<Utc>,
     limit: i64,
-) -> Result<Vec<Uuid>, StoreError> {
-    let ids = sqlx::query_scalar(
-        "SELECT id FROM matches WHERE deadline <= $1
+) -> Result<Vec<Claimed>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT id, snapshot, last_seq, created_at FROM matches WHERE deadline <= $1
          ORDER BY deadline LIMIT $2 FOR UPDATE SKIP LOCKED",
     )
     .bind(now)
     .bind(limit)
     .fetch_all(db)
     .await?;
-    Ok(ids)
+    rows.iter()
+        .map(|row| {
+            Ok(Claimed {
+                id: row.try_get("id")?,
+                row: decode(row),
+            })
+        })
+        .collect()
 }
 
 /// The earliest armed deadline of any match.
@@ -264,13 +355,13 @@ pub async fn all_ids(db: impl PgExecutor<'_>) -> Result<Vec<Uuid>, StoreError> {
     )
 }
 
-/// Ids of matches with a running clock due after `since`.
+/// Matches with a running clock due after `since`, with that deadline.
 pub async fn with_deadline_after(
     db: impl PgExecutor<'_>,
     since: DateTime<Utc>,
-) -> Result<Vec<Uuid>, StoreError> {
+) -> Result<Vec<(Uuid, DateTime<Utc>)>, StoreError> {
     Ok(
-        sqlx::query_scalar("SELECT id FROM matches WHERE deadline > $1 ORDER BY deadline")
+        sqlx::query_as("SELECT id, deadline FROM matches WHERE deadline > $1 ORDER BY deadline")
             .bind(since)
             .fetch_all(db)
             .await?,
