@@ -464,7 +464,20 @@ async fn allow_connections(pool: &PgPool, allow: bool) {
 }
 
 #[sqlx::test]
-async fn events_committed_while_not_listening_arrive_after_reconnecting(pool: PgPool) {
+async fn events_committed_while_not_listening_arrive_after_reconnecting(
+    options: sqlx::postgres::PgPoolOptions,
+    connect: sqlx::postgres::PgConnectOptions,
+) {
+    // Every connection the app will need is opened before the database is closed to new
+    // ones, so only the listener is locked out, never a command.
+    let pool = options
+        .min_connections(6)
+        .max_connections(6)
+        .connect_with(connect)
+        .await
+        .unwrap();
+    let warm: Vec<_> = futures::future::join_all((0..6).map(|_| pool.acquire())).await;
+    drop(warm);
     let live = HubSettings {
         catch_up_interval: Duration::from_secs(600),
         ..HubSettings::default()
