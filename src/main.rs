@@ -74,6 +74,11 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
     };
     let service = Service::new(pool.clone(), settings, tokens);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    // Before the first request: a command that finds a run-out clock enforces it, so time
+    // lost while no replica was alive must be given back first.
+    clock::recover_outage(&service, uuid::Uuid::now_v7())
+        .await
+        .context("giving clocks back the time of an outage")?;
     let clock_task = tokio::spawn(clock::run(service.clone(), stop_rx.clone()));
     let matchmaking_task = tokio::spawn(matchmaking::run(service.clone(), stop_rx));
     let live = Hub::start(
