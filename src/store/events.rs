@@ -88,28 +88,28 @@ pub async fn append_many(
 ) -> Result<Vec<Vec<StoredEvent>>, StoreError> {
     let total = batch.iter().map(|(_, _, events)| events.len()).sum();
     let mut ids = Vec::with_capacity(total);
-    let mut seqs = Vec::with_capacity(total);
-    let mut actors = Vec::with_capacity(total);
-    let mut kinds = Vec::with_capacity(total);
-    let mut payloads = Vec::with_capacity(total);
+    let mut all = Columns {
+        seqs: Vec::with_capacity(total),
+        actors: Vec::with_capacity(total),
+        kinds: Vec::with_capacity(total),
+        payloads: Vec::with_capacity(total),
+    };
     let mut stored = Vec::with_capacity(batch.len());
     for &(match_id, after, events) in batch {
-        let mut these = Vec::with_capacity(events.len());
-        for (offset, event) in (1..).zip(events) {
-            ids.push(match_id);
-            seqs.push(after + offset);
-            actors.push(event.actor());
-            kinds.push(event.kind());
-            payloads
-                .push(serde_json::to_value(event).map_err(|e| StoreError::Corrupt(e.to_string()))?);
-            these.push(StoredEvent {
-                seq: after + offset,
-                at,
-                event: event.clone(),
-            });
-        }
-        stored.push(these);
+        let these = columns(after, events)?;
+        ids.extend(std::iter::repeat_n(match_id, events.len()));
+        all.seqs.extend(these.seqs);
+        all.actors.extend(these.actors);
+        all.kinds.extend(these.kinds);
+        all.payloads.extend(these.payloads);
+        stored.push(self::stored(after, at, events));
     }
+    let Columns {
+        seqs,
+        actors,
+        kinds,
+        payloads,
+    } = all;
     sqlx::query(
         "INSERT INTO match_events (match_id, seq, at, actor, kind, payload)
          SELECT match_id, seq, $1, actor, kind, payload

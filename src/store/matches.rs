@@ -129,26 +129,7 @@ pub async fn update(
     last_seq: i64,
     at: DateTime<Utc>,
 ) -> Result<(), StoreError> {
-    let row = columns(state)?;
-    sqlx::query(
-        "UPDATE matches SET phase = $2, joiner = $3, turn = $4, deadline = $5, winner = $6,
-                reason = $7, last_seq = $8, snapshot = $9, updated_at = $10
-         WHERE id = $1",
-    )
-    .bind(id)
-    .bind(row.phase)
-    .bind(row.joiner)
-    .bind(row.turn)
-    .bind(row.deadline)
-    .bind(row.winner)
-    .bind(row.reason)
-    .bind(last_seq)
-    .bind(row.snapshot)
-    .bind(at)
-    .execute(db)
-    .await
-    .map_err(classify)?;
-    Ok(())
+    update_many(db, &[(id, state, last_seq)], at).await
 }
 
 /// Appends `events` after `after`, writes the match's new state, and announces
