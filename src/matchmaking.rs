@@ -158,14 +158,6 @@ fn to_json<T: Serialize>(value: &T) -> Result<Value> {
         .map_err(|e| MatchmakingError::Service(ServiceError::Corrupt(e.to_string())))
 }
 
-async fn replay(service: &Service, actor: Uuid, key: &Idempotency) -> Result<Value> {
-    match idempotency::get(&service.pool, actor, &key.key).await? {
-        Some((hash, _)) if hash != key.request_hash => Err(ServiceError::IdempotencyMismatch)?,
-        Some((_, Some(response))) => Ok(response),
-        _ => Err(ServiceError::IdempotencyInProgress)?,
-    }
-}
-
 /// Starts a match between `first` (seat 0) and `second` (seat 1) with the placement clock
 /// running, inside the caller's transaction, and announces its events at commit. Returns
 /// the new match's id.
@@ -248,11 +240,8 @@ pub async fn join(
         .ok_or_else(|| ServiceError::UnknownRuleset(ruleset.to_owned()))?;
     let rules = ranked_rules(service, id)?;
     let mut tx = service.pool.begin().await?;
-    if let Some(key) = idempotency
-        && !idempotency::claim(&mut *tx, player, &key.key, &key.request_hash).await?
-    {
-        tx.rollback().await?;
-        return replay(service, player, key).await;
+    if let Some(answer) = crate::service::claim_or_replay(&mut tx, player, idempotency).await? {
+        return Ok(answer);
     }
     let now = db_now(&mut tx).await?;
     if in_live_match(&mut tx, player).await? {

@@ -332,11 +332,8 @@ impl Service {
             return Err(ServiceError::NotFound("opponent"));
         }
         let mut tx = self.pool.begin().await?;
-        if let Some(key) = idempotency
-            && !idempotency::claim(&mut *tx, creator, &key.key, &key.request_hash).await?
-        {
-            tx.rollback().await?;
-            return self.replay(creator, key).await;
+        if let Some(answer) = claim_or_replay(&mut tx, creator, idempotency).await? {
+            return Ok(answer);
         }
         let now = store::now(&mut *tx).await?;
         let created = Match::create(creator, rules, request.ranked, request.opponent, now)?;
@@ -353,14 +350,6 @@ impl Service {
         Ok(response)
     }
 
-    async fn replay(&self, actor: Uuid, key: &Idempotency) -> Result<Value> {
-        match idempotency::get(&self.pool, actor, &key.key).await? {
-            Some((hash, _)) if hash != key.request_hash => Err(ServiceError::IdempotencyMismatch),
-            Some((_, Some(response))) => Ok(response),
-            _ => Err(ServiceError::IdempotencyInProgress),
-        }
-    }
-
     /// Runs one player command on a match as one transaction and renders the answer with
     /// `respond` (which sees the new state and the stored events).
     pub async fn command<R: Serialize>(
@@ -372,11 +361,8 @@ impl Service {
         respond: impl FnOnce(&Committed<'_>) -> R,
     ) -> Result<Value> {
         let mut tx = self.pool.begin().await?;
-        if let Some(key) = idempotency
-            && !idempotency::claim(&mut *tx, actor, &key.key, &key.request_hash).await?
-        {
-            tx.rollback().await?;
-            return self.replay(actor, key).await;
+        if let Some(answer) = claim_or_replay(&mut tx, actor, idempotency).await? {
+            return Ok(answer);
         }
         let (row, now) = matches::lock(&mut *tx, match_id)
             .await?
@@ -568,6 +554,28 @@ impl Service {
                 )
             })
             .collect())
+    }
+}
+
+/// Claims the request's idempotency key in `tx`. A key already used gives the first answer
+/// (or why it cannot be given); the caller returns it and its transaction rolls back. The
+/// claim waits for a concurrent claimant to commit, and each statement sees what committed
+/// before it, so the stored answer is read on the same connection.
+pub(crate) async fn claim_or_replay(
+    tx: &mut sqlx::PgConnection,
+    actor: Uuid,
+    idempotency: Option<&Idempotency>,
+) -> Result<Option<Value>> {
+    let Some(key) = idempotency else {
+        return Ok(None);
+    };
+    if idempotency::claim(&mut *tx, actor, &key.key, &key.request_hash).await? {
+        return Ok(None);
+    }
+    match idempotency::get(&mut *tx, actor, &key.key).await? {
+        Some((hash, _)) if hash != key.request_hash => Err(ServiceError::IdempotencyMismatch),
+        Some((_, Some(response))) => Ok(Some(response)),
+        _ => Err(ServiceError::IdempotencyInProgress),
     }
 }
 
