@@ -416,21 +416,19 @@ impl Match {
         now: DateTime<Utc>,
         draw: Draw,
     ) -> Result<Vec<Event>, Refusal> {
-        if let Command::Join = command {
-            return self.decide_join(actor, now);
-        }
-        let seat = self.seat_of(actor).ok_or(Refusal::NotAPlayer)?;
+        // Joining is the one command of someone not yet seated.
+        let seat = || self.seat_of(actor).ok_or(Refusal::NotAPlayer);
         match command {
-            Command::Join => unreachable_join(),
+            Command::Join => self.decide_join(actor, now),
             Command::PlaceShip { index, placement } => {
-                self.decide_place_ship(seat, *index, *placement, now, draw)
+                self.decide_place_ship(seat()?, *index, *placement, now, draw)
             }
-            Command::RemoveShip { index } => self.decide_remove_ship(seat, *index),
+            Command::RemoveShip { index } => self.decide_remove_ship(seat()?, *index),
             Command::PlaceFleet { placements } => {
-                self.decide_place_fleet(seat, placements, now, draw)
+                self.decide_place_fleet(seat()?, placements, now, draw)
             }
-            Command::Fire { cell } => self.decide_fire(seat, *cell, now),
-            Command::Resign => self.decide_resign(seat),
+            Command::Fire { cell } => self.decide_fire(seat()?, *cell, now),
+            Command::Resign => self.decide_resign(seat()?),
         }
     }
 
@@ -884,9 +882,4 @@ impl Match {
                 (Some(_), None) => false,
             })
     }
-}
-
-fn unreachable_join() -> Result<Vec<Event>, Refusal> {
-    // `decide` answers Join before looking up the actor's seat.
-    Err(Refusal::NotAPlayer)
 }
