@@ -360,7 +360,9 @@ async fn streams_and_moves_survive_replicas_being_killed_behind_the_balancer() {
         base: cluster.url.clone(),
         retries: Arc::new(AtomicUsize::new(0)),
     };
-    let outcome = tokio::time::timeout(BUDGET, async {
+    let state = cluster.state.clone();
+    // Spawned, so a failed assertion still reaches the clean-up below.
+    let outcome = tokio::spawn(tokio::time::timeout(BUDGET, async move {
         let mut matches = Vec::new();
         for round in 0..MATCHES {
             matches.push(set_up_match(&client, round).await);
@@ -387,7 +389,7 @@ async fn streams_and_moves_survive_replicas_being_killed_behind_the_balancer() {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             kills_at.push(acked.load(Ordering::Relaxed));
-            let state = cluster.state.clone();
+            let state = state.clone();
             tokio::task::spawn_blocking(move || {
                 Cluster::run(&state, &["kill", replica]);
                 std::thread::sleep(Duration::from_secs(1));
@@ -448,9 +450,12 @@ async fn streams_and_moves_survive_replicas_being_killed_behind_the_balancer() {
             client.retries.load(Ordering::Relaxed)
         );
         assert!(reconnects > 0, "no stream was cut by a kill, so nothing was tested");
-    })
+    }))
     .await;
     drop(cluster);
     let _ = sqlx::Postgres::drop_database(&url).await;
-    outcome.expect("the failover rehearsal finished within its budget");
+    match outcome {
+        Ok(finished) => finished.expect("the failover rehearsal finished within its budget"),
+        Err(failed) => std::panic::resume_unwind(failed.into_panic()),
+    }
 }
