@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by scripts/test and scripts/cluster (source it): finds PostgreSQL's server
 # binaries and starts a server on 127.0.0.1 when none answers.
 #
