@@ -14,6 +14,7 @@ pub mod http;
 pub mod ladder;
 pub mod live;
 pub mod matchmaking;
+pub mod reads;
 pub mod service;
 pub mod store;
 pub mod verify;

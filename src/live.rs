@@ -18,7 +18,7 @@
 //! locks in PostgreSQL; it only reads.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -608,11 +608,7 @@ impl PlayerLive {
 
 fn event_item(stored: &StoredEvent, event: crate::engine::Event) -> LiveItem {
     let kind = event.kind();
-    let resource = EventResource {
-        seq: stored.seq,
-        at: stored.at,
-        event,
-    };
+    let resource = EventResource::new(stored, event, BTreeMap::new());
     LiveItem {
         id: stored.seq,
         event: Cow::Borrowed(kind),
@@ -624,7 +620,11 @@ fn event_item(stored: &StoredEvent, event: crate::engine::Event) -> LiveItem {
 pub fn notice_json(notice: &Notice) -> Value {
     let mut object = serde_json::Map::new();
     object.insert("seq".into(), notice.seq.into());
-    object.insert("at".into(), Value::String(notice.at.to_rfc3339()));
+    // The same form as every other timestamp the API sends (serde's RFC 3339, `Z`).
+    object.insert(
+        "at".into(),
+        serde_json::to_value(notice.at).unwrap_or(Value::Null),
+    );
     object.insert("kind".into(), Value::String(notice.kind.clone()));
     match &notice.payload {
         Value::Object(fields) => {

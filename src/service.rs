@@ -1,6 +1,8 @@
 //! One function per command: lock the match, run the engine, append the events, update the
 //! row, commit, notify. The service never decides a rule itself.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -21,8 +23,6 @@ pub const EVENTS_CHANNEL: &str = "statki_events";
 pub const NAME_MAX_CHARS: usize = 32;
 /// Most events one page of a feed returns.
 pub const EVENTS_PAGE: i64 = 500;
-/// Most matches one list returns.
-pub const LIST_PAGE: i64 = 100;
 
 /// What one batch of the clock came to.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -118,6 +118,7 @@ pub struct PlayerProfile {
 pub struct NewMatch {
     /// `statki` (default), `classic` or `battaglia`.
     #[serde(default)]
+    #[schema(value_type = Option<RuleSetId>)]
     pub ruleset: Option<String>,
     #[serde(default)]
     pub ranked: bool,
@@ -125,10 +126,23 @@ pub struct NewMatch {
     pub options: Option<HouseOptions>,
     /// Unranked only: own clocks within bounds (placement 5–600 s, shot 2–120 s).
     #[serde(default)]
+    #[schema(value_type = Option<OwnClock>)]
     pub clock: Option<Clock>,
     /// A direct challenge: only this player may join.
     #[serde(default)]
     pub opponent: Option<Uuid>,
+}
+
+/// An unranked match's own clocks, in whole seconds (the schema of `NewMatch.clock`).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct OwnClock {
+    /// Time both players share to place their fleets, from the second player's join.
+    #[schema(minimum = 5, maximum = 600)]
+    placement_seconds: u32,
+    /// Time for every single shot, restarted after each shot.
+    #[schema(minimum = 2, maximum = 120)]
+    shot_seconds: u32,
 }
 
 /// A match as one caller sees it.
@@ -143,6 +157,10 @@ pub struct MatchResource {
     pub deadline_ms_left: Option<i64>,
     #[serde(flatten)]
     pub view: MatchView,
+    /// The name of every player the view names (seats and the invited player), by id.
+    /// Reads carry it; the answers to commands leave it out.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub names: BTreeMap<Uuid, String>,
 }
 
 /// The answer to a shot.
@@ -170,6 +188,33 @@ pub struct EventResource {
     pub at: DateTime<Utc>,
     #[serde(flatten)]
     pub event: Event,
+    /// For an event that sets a clock: milliseconds from `at` to its `deadline`, so a
+    /// client can show the clock without comparing its own time with the server's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline_ms_left: Option<i64>,
+    /// The names of the match's players, by id.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub names: BTreeMap<Uuid, String>,
+}
+
+impl EventResource {
+    pub fn new(stored: &StoredEvent, event: Event, names: BTreeMap<Uuid, String>) -> Self {
+        let deadline = match &event {
+            Event::MatchCreated { deadline, .. }
+            | Event::PlayerJoined { deadline, .. }
+            | Event::BattleStarted { deadline, .. }
+            | Event::ClockExtended { deadline, .. } => Some(*deadline),
+            Event::ShotFired { deadline, .. } => *deadline,
+            _ => None,
+        };
+        Self {
+            seq: stored.seq,
+            at: stored.at,
+            deadline_ms_left: ms_left(deadline, stored.at),
+            event,
+            names,
+        }
+    }
 }
 
 /// A command's result, as its answer is rendered from.
@@ -232,7 +277,8 @@ pub fn validate_name(name: &str) -> Result<&str> {
             "a name may not contain control characters".into(),
         ));
     }
-    if name.trim() != name {
+    // U+FEFF counts as white space here, as in the patterns clients validate with.
+    if name.trim_matches(|c: char| c.is_whitespace() || c == '\u{feff}') != name {
         return Err(ServiceError::InvalidName(
             "a name may not start or end with white space".into(),
         ));
@@ -250,7 +296,7 @@ impl Service {
     }
 
     /// The database's time: the only clock.
-    async fn now(&self) -> Result<DateTime<Utc>> {
+    pub(crate) async fn now(&self) -> Result<DateTime<Utc>> {
         Ok(store::now(&self.pool).await?)
     }
 
@@ -484,77 +530,6 @@ impl Service {
         let (state, stored) = append_events(tx, row, events, now).await?;
         announce(tx, id, &state, &stored).await
     }
-
-    pub async fn view(&self, id: Uuid, viewer: Uuid) -> Result<MatchResource> {
-        let row = matches::get(&self.pool, id)
-            .await?
-            .ok_or(ServiceError::NotFound("match"))?;
-        let now = self.now().await?;
-        Ok(render(
-            id,
-            &row.state,
-            row.last_seq,
-            row.created_at,
-            viewer,
-            now,
-        ))
-    }
-
-    /// The events after `after` that `viewer` may see, redacted.
-    pub async fn events(&self, id: Uuid, viewer: Uuid, after: i64) -> Result<Vec<EventResource>> {
-        let row = matches::get(&self.pool, id)
-            .await?
-            .ok_or(ServiceError::NotFound("match"))?;
-        let events = store::events::list(&self.pool, id, after, EVENTS_PAGE).await?;
-        let who = viewer_of(&row.state, viewer);
-        Ok(events
-            .into_iter()
-            .map(|stored| EventResource {
-                seq: stored.seq,
-                at: stored.at,
-                event: row.state.redact(&stored.event, who),
-            })
-            .collect())
-    }
-
-    pub async fn open_matches(&self, viewer: Uuid) -> Result<Vec<MatchResource>> {
-        let rows = matches::list_open(&self.pool, viewer, LIST_PAGE).await?;
-        self.render_all(rows, viewer).await
-    }
-
-    pub async fn player_matches(
-        &self,
-        player: Uuid,
-        viewer: Uuid,
-        before: Option<DateTime<Utc>>,
-    ) -> Result<Vec<MatchResource>> {
-        players::get(&self.pool, player)
-            .await?
-            .ok_or(ServiceError::NotFound("player"))?;
-        let rows = matches::list_for_player(&self.pool, player, before, LIST_PAGE).await?;
-        self.render_all(rows, viewer).await
-    }
-
-    async fn render_all(
-        &self,
-        rows: Vec<matches::MatchRow>,
-        viewer: Uuid,
-    ) -> Result<Vec<MatchResource>> {
-        let now = self.now().await?;
-        Ok(rows
-            .iter()
-            .map(|row| {
-                render(
-                    row.id,
-                    &row.state,
-                    row.last_seq,
-                    row.created_at,
-                    viewer,
-                    now,
-                )
-            })
-            .collect())
-    }
 }
 
 /// Claims the request's idempotency key in `tx`. A key already used gives the first answer
@@ -734,6 +709,7 @@ pub fn render(
         created_at,
         deadline_ms_left: ms_left(state.deadline, now),
         view: state.view(viewer_of(state, viewer)),
+        names: BTreeMap::new(),
     }
 }
 

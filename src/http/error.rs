@@ -14,28 +14,103 @@ use utoipa::ToSchema;
 use crate::engine::Refusal;
 use crate::service::ServiceError;
 
+/// Declares [`ErrorCode`]: every `code` the API can answer, in one list, so the OpenAPI
+/// enum and the answers cannot drift apart.
+macro_rules! error_codes {
+    ($($(#[doc = $doc:literal])* $variant:ident = $code:literal,)*) => {
+        /// Stable machine-readable code of a problem.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, ToSchema)]
+        pub enum ErrorCode {
+            $($(#[doc = $doc])* #[serde(rename = $code)] $variant,)*
+        }
+
+        impl ErrorCode {
+            /// Every code, in declaration order.
+            pub const ALL: &[ErrorCode] = &[$(ErrorCode::$variant,)*];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(ErrorCode::$variant => $code,)*
+                }
+            }
+        }
+    };
+}
+
+error_codes! {
+    InvalidCell = "invalid_cell",
+    OffBoard = "off_board",
+    Overlap = "overlap",
+    ShipsTouching = "ships_touching",
+    UnknownShip = "unknown_ship",
+    ShipNotPlaced = "ship_not_placed",
+    WrongFleetSize = "wrong_fleet_size",
+    FleetLocked = "fleet_locked",
+    WrongPhase = "wrong_phase",
+    NotAPlayer = "not_a_player",
+    NotYourTurn = "not_your_turn",
+    AlreadyShot = "already_shot",
+    AlreadyKnown = "already_known",
+    OwnMatch = "own_match",
+    NotInvited = "not_invited",
+    NotDue = "not_due",
+    InvalidOption = "invalid_option",
+    NotFound = "not_found",
+    NameTaken = "name_taken",
+    InvalidName = "invalid_name",
+    UnknownRuleset = "unknown_ruleset",
+    RankedNeedsStandardRules = "ranked_needs_standard_rules",
+    IdempotencyKeyReused = "idempotency_key_reused",
+    IdempotencyKeyInProgress = "idempotency_key_in_progress",
+    InvalidIdempotencyKey = "invalid_idempotency_key",
+    Unauthorized = "unauthorized",
+    Unavailable = "unavailable",
+    Internal = "internal",
+    PayloadTooLarge = "payload_too_large",
+    UnsupportedMediaType = "unsupported_media_type",
+    InvalidBody = "invalid_body",
+    InvalidJson = "invalid_json",
+    InvalidPath = "invalid_path",
+    InvalidQuery = "invalid_query",
+    InvalidCursor = "invalid_cursor",
+    InvalidLastEventId = "invalid_last_event_id",
+    MethodNotAllowed = "method_not_allowed",
+    TooManyStreams = "too_many_streams",
+    AlreadyQueued = "already_queued",
+    NotQueued = "not_queued",
+    InMatch = "in_match",
+    RematchUnavailable = "rematch_unavailable",
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// An RFC 9457 problem document.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct Problem {
     /// A URI naming the problem kind: `urn:statki:problem:<code>`.
     #[serde(rename = "type")]
+    #[schema(example = "urn:statki:problem:not_your_turn")]
     pub kind: String,
     pub title: String,
+    #[schema(minimum = 400, maximum = 599)]
     pub status: u16,
     pub detail: String,
-    /// Stable machine-readable code, e.g. `not_your_turn`.
-    pub code: String,
+    pub code: ErrorCode,
 }
 
 #[derive(Clone, Debug)]
 pub struct ApiError {
     pub status: StatusCode,
-    pub code: &'static str,
+    pub code: ErrorCode,
     pub detail: String,
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> Self {
+    pub fn new(status: StatusCode, code: ErrorCode, detail: impl Into<String>) -> Self {
         Self {
             status,
             code,
@@ -44,11 +119,11 @@ impl ApiError {
     }
 
     pub fn unauthorized(detail: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", detail)
+        Self::new(StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized, detail)
     }
 
     pub fn not_found(detail: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not_found", detail)
+        Self::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, detail)
     }
 }
 
@@ -59,7 +134,7 @@ impl IntoResponse for ApiError {
             title: self.status.canonical_reason().unwrap_or("Error").to_owned(),
             status: self.status.as_u16(),
             detail: self.detail,
-            code: self.code.to_owned(),
+            code: self.code,
         };
         let mut response = (self.status, Json(problem)).into_response();
         response.headers_mut().insert(
@@ -96,41 +171,71 @@ fn refusal_status(refusal: &Refusal) -> StatusCode {
     }
 }
 
+fn refusal_code(refusal: &Refusal) -> ErrorCode {
+    match refusal {
+        Refusal::InvalidCell(_) => ErrorCode::InvalidCell,
+        Refusal::OffBoard => ErrorCode::OffBoard,
+        Refusal::Overlap => ErrorCode::Overlap,
+        Refusal::ShipsTouching => ErrorCode::ShipsTouching,
+        Refusal::UnknownShip { .. } => ErrorCode::UnknownShip,
+        Refusal::ShipNotPlaced(_) => ErrorCode::ShipNotPlaced,
+        Refusal::WrongFleetSize { .. } => ErrorCode::WrongFleetSize,
+        Refusal::FleetLocked => ErrorCode::FleetLocked,
+        Refusal::WrongPhase { .. } => ErrorCode::WrongPhase,
+        Refusal::NotAPlayer => ErrorCode::NotAPlayer,
+        Refusal::NotYourTurn => ErrorCode::NotYourTurn,
+        Refusal::AlreadyShot => ErrorCode::AlreadyShot,
+        Refusal::AlreadyKnown => ErrorCode::AlreadyKnown,
+        Refusal::OwnMatch => ErrorCode::OwnMatch,
+        Refusal::NotInvited => ErrorCode::NotInvited,
+        Refusal::NotDue => ErrorCode::NotDue,
+        Refusal::InvalidOption(_) => ErrorCode::InvalidOption,
+    }
+}
+
 impl From<ServiceError> for ApiError {
     fn from(error: ServiceError) -> Self {
         let detail = error.to_string();
         match error {
             ServiceError::Rule(refusal) => {
-                ApiError::new(refusal_status(&refusal), refusal.code(), detail)
+                ApiError::new(refusal_status(&refusal), refusal_code(&refusal), detail)
             }
             ServiceError::NotFound(_) => ApiError::not_found(detail),
-            ServiceError::NameTaken(_) => ApiError::new(StatusCode::CONFLICT, "name_taken", detail),
-            ServiceError::InvalidName(_) => {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_name", detail)
+            ServiceError::NameTaken(_) => {
+                ApiError::new(StatusCode::CONFLICT, ErrorCode::NameTaken, detail)
             }
-            ServiceError::UnknownRuleset(_) => {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "unknown_ruleset", detail)
-            }
+            ServiceError::InvalidName(_) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                ErrorCode::InvalidName,
+                detail,
+            ),
+            ServiceError::UnknownRuleset(_) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                ErrorCode::UnknownRuleset,
+                detail,
+            ),
             ServiceError::RankedNeedsStandardRules(_) => ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
-                "ranked_needs_standard_rules",
+                ErrorCode::RankedNeedsStandardRules,
                 detail,
             ),
             ServiceError::IdempotencyMismatch => ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
-                "idempotency_key_reused",
+                ErrorCode::IdempotencyKeyReused,
                 detail,
             ),
-            ServiceError::IdempotencyInProgress => {
-                ApiError::new(StatusCode::CONFLICT, "idempotency_key_in_progress", detail)
-            }
+            ServiceError::IdempotencyInProgress => ApiError::new(
+                StatusCode::CONFLICT,
+                ErrorCode::IdempotencyKeyInProgress,
+                detail,
+            ),
             ServiceError::Token(_) => ApiError::unauthorized(detail),
             ServiceError::UnknownPlayer => ApiError::unauthorized(detail),
             ServiceError::Database(sqlx::Error::PoolTimedOut | sqlx::Error::Io(_)) => {
                 tracing::error!(%detail, "database unavailable");
                 ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,
-                    "unavailable",
+                    ErrorCode::Unavailable,
                     "the database is unavailable; nothing was changed, retry shortly",
                 )
             }
@@ -138,7 +243,7 @@ impl From<ServiceError> for ApiError {
                 tracing::error!(%detail, "internal error");
                 ApiError::new(
                     StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal",
+                    ErrorCode::Internal,
                     "an internal error occurred; nothing was changed",
                 )
             }
@@ -150,18 +255,22 @@ impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> Self {
         let detail = rejection.body_text();
         match rejection.status() {
-            StatusCode::PAYLOAD_TOO_LARGE => {
-                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", detail)
-            }
+            StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                ErrorCode::PayloadTooLarge,
+                detail,
+            ),
             StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
+                ErrorCode::UnsupportedMediaType,
                 "send a JSON body with Content-Type: application/json",
             ),
-            StatusCode::UNPROCESSABLE_ENTITY => {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", detail)
-            }
-            _ => ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", detail),
+            StatusCode::UNPROCESSABLE_ENTITY => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                ErrorCode::InvalidBody,
+                detail,
+            ),
+            _ => ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidJson, detail),
         }
     }
 }
@@ -170,7 +279,7 @@ impl From<PathRejection> for ApiError {
     fn from(rejection: PathRejection) -> Self {
         ApiError::new(
             StatusCode::BAD_REQUEST,
-            "invalid_path",
+            ErrorCode::InvalidPath,
             rejection.body_text(),
         )
     }
@@ -180,7 +289,7 @@ impl From<QueryRejection> for ApiError {
     fn from(rejection: QueryRejection) -> Self {
         ApiError::new(
             StatusCode::BAD_REQUEST,
-            "invalid_query",
+            ErrorCode::InvalidQuery,
             rejection.body_text(),
         )
     }

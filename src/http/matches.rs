@@ -10,10 +10,12 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 use super::AppState;
-use super::error::{ApiError, Problem};
+use super::error::{ApiError, ErrorCode, Problem};
 use super::extract::{ApiJson, ApiPath, ApiQuery, Caller, IdempotencyKey};
 use crate::engine::{Cell, Command, Orientation, Placement};
+use crate::reads::{self, MatchPage};
 use crate::service::{self, EventResource, Idempotency, MatchResource, NewMatch, ShotAnswer};
+use crate::store::listing::{Cursor, Listing};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -31,8 +33,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[derive(Clone, Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ShipPosition {
-    /// The bow: the ship's top-left end, `A1`…`J10`.
-    #[schema(example = "B3")]
+    /// The bow: the ship's top-left end, `A1`…`J10` (letters in either case).
+    #[schema(example = "B3", pattern = "^[A-Ja-j](10|[1-9])$")]
     pub cell: String,
     pub orientation: Orientation,
 }
@@ -56,18 +58,67 @@ pub struct FleetRequest {
 #[derive(Clone, Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ShotRequest {
-    #[schema(example = "E5")]
+    /// A cell of the opponent's sea, `A1`…`J10` (letters in either case).
+    #[schema(example = "E5", pattern = "^[A-Ja-j](10|[1-9])$")]
     pub cell: String,
 }
 
-#[derive(Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-pub struct ListQuery {
-    /// Only `open` (waiting for an opponent) is supported.
-    pub status: Option<String>,
+/// Which matches `GET /v1/matches` lists.
+#[derive(Clone, Copy, Debug, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ListStatus {
+    /// Waiting for an opponent and joinable by the caller, the caller's own included
+    /// (there `you` is set).
+    #[default]
+    Open,
+    /// Being played (placement or battle), for spectators.
+    Live,
 }
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// `open` (the default) or `live`.
+    #[param(inline)]
+    pub status: Option<ListStatus>,
+    /// Cursor: the `next` of the previous page.
+    pub after: Option<String>,
+    /// Matches per page, 1 to 100 (default 50).
+    #[param(minimum = 1, maximum = 100)]
+    pub limit: Option<i64>,
+}
+
+/// A page size from `?limit`, within bounds.
+pub fn page_limit(limit: Option<i64>) -> Result<i64, ApiError> {
+    let limit = limit.unwrap_or(reads::LIST_PAGE_DEFAULT);
+    if !(1..=reads::LIST_PAGE_MAX).contains(&limit) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidQuery,
+            format!("limit must be between 1 and {}", reads::LIST_PAGE_MAX),
+        ));
+    }
+    Ok(limit)
+}
+
+/// A list cursor from `?after`.
+pub fn page_cursor(after: Option<&str>) -> Result<Option<Cursor>, ApiError> {
+    after
+        .map(|text| {
+            reads::parse_cursor(text).ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    ErrorCode::InvalidCursor,
+                    "`after` must be the `next` cursor of a previous page",
+                )
+            })
+        })
+        .transpose()
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct EventsQuery {
     /// Only events with a greater sequence number (0 = all). At most 500 are returned.
@@ -124,29 +175,35 @@ async fn create_match(
     Ok((StatusCode::CREATED, Json(created)))
 }
 
-/// Matches waiting for an opponent that the caller may join (oldest first, 100 at most).
+/// Matches newest first, a page at a time: `status=open` (the default) lists those waiting
+/// for an opponent that the caller may join, the caller's own included and marked by
+/// `you`; `status=live` lists those being played, for spectators.
 #[utoipa::path(
     get, path = "/v1/matches", tag = "matches",
     params(ListQuery),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = Vec<MatchResource>),
-        (status = 400, description = "`invalid_query`", body = Problem, content_type = "application/problem+json"),
+        (status = 200, description = "A page of matches as the caller sees them", body = MatchPage),
+        (status = 400, description = "`invalid_cursor`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn list_matches(
     State(state): State<AppState>,
     Caller(caller): Caller,
     ApiQuery(query): ApiQuery<ListQuery>,
-) -> Result<Json<Vec<MatchResource>>, ApiError> {
-    match query.status.as_deref() {
-        None | Some("open") => Ok(Json(state.service.open_matches(caller).await?)),
-        Some(other) => Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_query",
-            format!("status `{other}` is not supported; use status=open"),
-        )),
-    }
+) -> Result<Json<MatchPage>, ApiError> {
+    let limit = page_limit(query.limit)?;
+    let after = page_cursor(query.after.as_deref())?;
+    let listing = match query.status.unwrap_or_default() {
+        ListStatus::Open => Listing::Open { viewer: caller },
+        ListStatus::Live => Listing::Live,
+    };
+    Ok(Json(
+        state
+            .service
+            .list_matches(listing, caller, after, limit)
+            .await?,
+    ))
 }
 
 /// The caller's view: a participant's own side, or a spectator's.

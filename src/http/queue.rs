@@ -10,8 +10,9 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 use super::AppState;
-use super::error::{ApiError, Problem};
+use super::error::{ApiError, ErrorCode, Problem};
 use super::extract::{ApiJson, ApiPath, Caller, IdempotencyKey};
+use crate::engine::RuleSetId;
 use crate::matchmaking::{self, MatchmakingError, QueueState, RematchState};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -25,14 +26,16 @@ impl From<MatchmakingError> for ApiError {
         let detail = error.to_string();
         match error {
             MatchmakingError::AlreadyQueued => {
-                ApiError::new(StatusCode::CONFLICT, "already_queued", detail)
+                ApiError::new(StatusCode::CONFLICT, ErrorCode::AlreadyQueued, detail)
             }
             MatchmakingError::NotQueued => {
-                ApiError::new(StatusCode::NOT_FOUND, "not_queued", detail)
+                ApiError::new(StatusCode::NOT_FOUND, ErrorCode::NotQueued, detail)
             }
-            MatchmakingError::InMatch => ApiError::new(StatusCode::CONFLICT, "in_match", detail),
+            MatchmakingError::InMatch => {
+                ApiError::new(StatusCode::CONFLICT, ErrorCode::InMatch, detail)
+            }
             MatchmakingError::RematchUnavailable(_) => {
-                ApiError::new(StatusCode::CONFLICT, "rematch_unavailable", detail)
+                ApiError::new(StatusCode::CONFLICT, ErrorCode::RematchUnavailable, detail)
             }
             MatchmakingError::Service(error) => error.into(),
         }
@@ -43,7 +46,7 @@ impl From<MatchmakingError> for ApiError {
 #[serde(deny_unknown_fields)]
 pub struct QueueRequest {
     /// The ladder to play on: `statki`, `classic` or `battaglia`.
-    #[schema(example = "statki")]
+    #[schema(example = "statki", value_type = RuleSetId)]
     pub ruleset: String,
 }
 

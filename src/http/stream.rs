@@ -14,7 +14,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 use super::AppState;
-use super::error::{ApiError, Problem};
+use super::error::{ApiError, ErrorCode, Problem};
 use super::extract::{ApiPath, ApiQuery, Caller};
 use crate::live::{Feed, LiveError, LiveItem};
 
@@ -28,6 +28,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct StreamQuery {
     /// Start after this sequence number (0 = from the beginning). A `Last-Event-ID`
@@ -47,7 +48,7 @@ fn resume_point(headers: &HeaderMap, query: &StreamQuery) -> Result<i64, ApiErro
                 Some(text.parse::<i64>().map_err(|_| {
                     ApiError::new(
                         StatusCode::BAD_REQUEST,
-                        "invalid_last_event_id",
+                        ErrorCode::InvalidLastEventId,
                         "Last-Event-ID must be the id of an event this stream sent",
                     )
                 })?)
@@ -61,9 +62,12 @@ fn live_error(error: LiveError) -> Response {
     let detail = error.to_string();
     match error {
         LiveError::TooManyForPlayer(_) | LiveError::TooManyForReplica(_) => {
-            let mut response =
-                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_streams", detail)
-                    .into_response();
+            let mut response = ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                ErrorCode::TooManyStreams,
+                detail,
+            )
+            .into_response();
             response.headers_mut().insert(
                 header::RETRY_AFTER,
                 HeaderValue::from_static(RETRY_AFTER_SECONDS),
@@ -71,9 +75,12 @@ fn live_error(error: LiveError) -> Response {
             response
         }
         LiveError::NotFound => ApiError::not_found(detail).into_response(),
-        LiveError::Closed => {
-            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", detail).into_response()
-        }
+        LiveError::Closed => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::Unavailable,
+            detail,
+        )
+        .into_response(),
         LiveError::Store(error) => {
             ApiError::from(crate::service::ServiceError::from(error)).into_response()
         }

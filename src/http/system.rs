@@ -6,7 +6,7 @@ use axum::response::IntoResponse;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::AppState;
-use super::error::ApiError;
+use super::error::{ApiError, ErrorCode};
 use crate::store;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -32,7 +32,7 @@ async fn readyz(State(state): State<AppState>) -> Result<&'static str, ApiError>
     store::ping(&state.service.pool).await.map_err(|e| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
+            ErrorCode::Unavailable,
             format!("database: {e}"),
         )
     })?;
