@@ -31,9 +31,16 @@ fn cursor(created_at: DateTime<Utc>, id: Uuid) -> String {
     format!("{}.{}", created_at.timestamp_micros(), id.simple())
 }
 
-/// Reads a cursor made by [`cursor`].
+/// Reads a cursor made by [`cursor`]: exactly the documented form
+/// `^[0-9]{1,16}\.[0-9a-f]{32}$`, and every text of that form is a valid cursor.
 pub fn parse_cursor(text: &str) -> Option<Cursor> {
     let (micros, id) = text.split_once('.')?;
+    let digits =
+        !micros.is_empty() && micros.len() <= 16 && micros.bytes().all(|b| b.is_ascii_digit());
+    let hex = id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if !digits || !hex {
+        return None;
+    }
     let created_at = DateTime::from_timestamp_micros(micros.parse().ok()?)?;
     Some(Cursor {
         created_at,
@@ -143,5 +150,9 @@ mod tests {
         assert_eq!((parsed.created_at, parsed.id), (at, id));
         assert!(parse_cursor("nonsense").is_none());
         assert!(parse_cursor("12.not-a-uuid").is_none());
+        assert!(parse_cursor(&format!("-1.{}", id.simple())).is_none());
+        assert!(parse_cursor(&format!("1.{}", id.hyphenated())).is_none());
+        // The largest the pattern allows is still a time.
+        assert!(parse_cursor(&format!("9999999999999999.{}", id.simple())).is_some());
     }
 }

@@ -9,7 +9,7 @@ use utoipa::openapi::schema::{ObjectBuilder, Schema, SchemaFormat, Type};
 use utoipa::openapi::security::SecurityRequirement;
 use utoipa::openapi::{
     ContentBuilder, KnownFormat, OpenApi, Ref, RefOr, Required, ResponseBuilder,
-    header::HeaderBuilder,
+    header::HeaderBuilder, link::LinkBuilder,
 };
 
 use super::error::ErrorCode;
@@ -35,6 +35,41 @@ pub fn complete(doc: &mut OpenApi) {
         }
     }
     optional_participant_fields(doc);
+    link_created_resources(doc);
+}
+
+/// A `POST` to a collection (`/v1/matches`, `/v1/players`) links its created `id` to every
+/// operation on that resource (`/v1/matches/{id}…`), so generated clients and stateful
+/// testers can follow them.
+fn link_created_resources(doc: &mut OpenApi) {
+    let mut targets: Vec<(String, String)> = Vec::new();
+    for (path, item) in &doc.paths.paths {
+        let operations = [&item.get, &item.put, &item.post, &item.delete];
+        for operation in operations.into_iter().flatten() {
+            if let Some(id) = &operation.operation_id {
+                targets.push((path.clone(), id.clone()));
+            }
+        }
+    }
+    for (path, item) in doc.paths.paths.iter_mut() {
+        let Some(create) = item.post.as_mut() else {
+            continue;
+        };
+        let Some(RefOr::T(created)) = create.responses.responses.get_mut("201") else {
+            continue;
+        };
+        let prefix = format!("{path}/{{id}}");
+        for (target_path, operation_id) in &targets {
+            if target_path == &prefix || target_path.starts_with(&format!("{prefix}/")) {
+                let link = LinkBuilder::new()
+                    .operation_id(operation_id.clone())
+                    .parameter("id", "$response.body#/id")
+                    .description(format!("`{operation_id}` on the created resource"))
+                    .build();
+                created.links.insert(operation_id.clone(), RefOr::T(link));
+            }
+        }
+    }
 }
 
 fn problem_response(description: String) -> utoipa::openapi::Response {
@@ -119,6 +154,11 @@ fn shared_problems(operation: &mut Operation) {
             ErrorCode::InvalidPath,
             "a malformed path parameter",
         );
+    }
+    let names_a_resource = parameters(operation)
+        .any(|parameter| parameter.parameter_in == ParameterIn::Path && parameter.name == "id");
+    if names_a_resource {
+        add_problem(operation, 404, ErrorCode::NotFound, "no such resource");
     }
     if query {
         add_problem(

@@ -15,13 +15,14 @@ use crate::engine::Refusal;
 use crate::service::ServiceError;
 
 /// Declares [`ErrorCode`]: every `code` the API can answer, in one list, so the OpenAPI
-/// enum and the answers cannot drift apart.
+/// enum and the answers cannot drift apart (a test holds each code to its serde name).
 macro_rules! error_codes {
     ($($(#[doc = $doc:literal])* $variant:ident = $code:literal,)*) => {
         /// Stable machine-readable code of a problem.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, ToSchema)]
+        #[serde(rename_all = "snake_case")]
         pub enum ErrorCode {
-            $($(#[doc = $doc])* #[serde(rename = $code)] $variant,)*
+            $($(#[doc = $doc])* $variant,)*
         }
 
         impl ErrorCode {
@@ -292,5 +293,20 @@ impl From<QueryRejection> for ApiError {
             ErrorCode::InvalidQuery,
             rejection.body_text(),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_serializes_as_its_name() {
+        for code in ErrorCode::ALL {
+            assert_eq!(
+                serde_json::to_value(code).ok(),
+                Some(serde_json::Value::from(code.as_str()))
+            );
+        }
     }
 }

@@ -22,8 +22,12 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(deny_unknown_fields)]
 pub struct LadderQuery {
     /// Cursor: the `next` of the previous page.
+    #[param(
+        pattern = r"^([0-6][0-9a-f]{2}|7[0-9a-e][0-9a-f]|7f[0-9a-e]|[89a-e][0-9a-f]{2}|f[0-9a-e][0-9a-f]|ff[0-9a-e])[0-9a-f]{13}\.[0-9a-f]{32}$"
+    )]
     pub after: Option<String>,
     /// Entries per page, 1 to 100 (default 50).
+    #[param(minimum = 1, maximum = 100)]
     pub limit: Option<i64>,
 }
 
@@ -33,7 +37,7 @@ pub struct LadderQuery {
     get, path = "/v1/ladder/{ruleset}", tag = "ladder",
     params(("ruleset" = RuleSetId, Path, description = "The ladder's rule set"), LadderQuery),
     responses(
-        (status = 200, body = LadderPage),
+        (status = 200, description = "A page of the ladder, best first", body = LadderPage),
         (status = 400, description = "`invalid_cursor`, `invalid_query`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`unknown_ruleset`", body = Problem, content_type = "application/problem+json"),
     )

@@ -83,6 +83,7 @@ pub struct ListQuery {
     #[param(inline)]
     pub status: Option<ListStatus>,
     /// Cursor: the `next` of the previous page.
+    #[param(pattern = r"^[0-9]{1,16}\.[0-9a-f]{32}$")]
     pub after: Option<String>,
     /// Matches per page, 1 to 100 (default 50).
     #[param(minimum = 1, maximum = 100)]
@@ -155,8 +156,8 @@ async fn answer_with_view(
     security(("bearer" = [])),
     params(("Idempotency-Key" = Option<String>, Header, description = "Retry-safe key, scoped to the caller")),
     responses(
-        (status = 201, body = MatchResource),
-        (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
+        (status = 201, description = "The new match as its creator sees it", body = MatchResource),
+        (status = 404, description = "`not_found`: no player with the `opponent` id", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`own_match` (challenging yourself), `idempotency_key_in_progress`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`unknown_ruleset`, `invalid_option`, `ranked_needs_standard_rules`, `invalid_body`, `idempotency_key_reused`", body = Problem, content_type = "application/problem+json"),
     )
@@ -212,7 +213,7 @@ async fn list_matches(
     params(("id" = Uuid, Path)),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = MatchResource),
+        (status = 200, description = "The match as the caller sees it (participant or spectator)", body = MatchResource),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -230,7 +231,7 @@ async fn get_match(
     params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header)),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = MatchResource),
+        (status = 200, description = "The match as the caller sees it after the change", body = MatchResource),
         (status = 403, description = "`not_invited`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`wrong_phase`, `own_match`", body = Problem, content_type = "application/problem+json"),
@@ -249,11 +250,11 @@ async fn join_match(
 /// Place or move ship `index` (0-based, fleet order). Placing the last ship locks the fleet.
 #[utoipa::path(
     put, path = "/v1/matches/{id}/ships/{index}", tag = "matches",
-    params(("id" = Uuid, Path), ("index" = usize, Path), ("Idempotency-Key" = Option<String>, Header)),
+    params(("id" = Uuid, Path), ("index" = u8, Path, minimum = 0, maximum = 9, description = "The ship's place in the fleet order, from 0"), ("Idempotency-Key" = Option<String>, Header)),
     request_body = ShipPosition,
     security(("bearer" = [])),
     responses(
-        (status = 200, body = MatchResource),
+        (status = 200, description = "The match as the caller sees it after the change", body = MatchResource),
         (status = 403, description = "`not_a_player`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`wrong_phase`, `fleet_locked`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid_cell`, `off_board`, `overlap`, `ships_touching`, `unknown_ship`", body = Problem, content_type = "application/problem+json"),
@@ -275,10 +276,11 @@ async fn place_ship(
 /// Pick ship `index` up again (only while the fleet is not locked).
 #[utoipa::path(
     delete, path = "/v1/matches/{id}/ships/{index}", tag = "matches",
-    params(("id" = Uuid, Path), ("index" = usize, Path)),
+    params(("id" = Uuid, Path), ("index" = u8, Path, minimum = 0, maximum = 9, description = "The ship's place in the fleet order, from 0")),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = MatchResource),
+        (status = 200, description = "The match as the caller sees it after the change", body = MatchResource),
+        (status = 403, description = "`not_a_player`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`wrong_phase`, `fleet_locked`, `ship_not_placed`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`unknown_ship`", body = Problem, content_type = "application/problem+json"),
     )
@@ -298,7 +300,8 @@ async fn remove_ship(
     request_body = FleetRequest,
     security(("bearer" = [])),
     responses(
-        (status = 200, body = MatchResource),
+        (status = 200, description = "The match as the caller sees it after the change", body = MatchResource),
+        (status = 403, description = "`not_a_player`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`wrong_phase`, `fleet_locked`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid_cell`, `off_board`, `overlap`, `ships_touching`, `wrong_fleet_size`", body = Problem, content_type = "application/problem+json"),
     )
@@ -327,7 +330,7 @@ async fn place_fleet(
     request_body = ShotRequest,
     security(("bearer" = [])),
     responses(
-        (status = 200, body = ShotAnswer),
+        (status = 200, description = "What the shot found, the turn and the clock after it", body = ShotAnswer),
         (status = 403, description = "`not_a_player`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`wrong_phase`, `not_your_turn`, `already_shot`, `already_known`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid_cell`, `off_board`", body = Problem, content_type = "application/problem+json"),
@@ -361,7 +364,7 @@ async fn fire(
     params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header)),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = MatchResource),
+        (status = 200, description = "The match as the caller sees it after the change", body = MatchResource),
         (status = 403, description = "`not_a_player`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`wrong_phase`", body = Problem, content_type = "application/problem+json"),
     )
@@ -382,7 +385,7 @@ async fn resign(
     params(("id" = Uuid, Path), EventsQuery),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = Vec<EventResource>),
+        (status = 200, description = "The events after `after`, in order, at most 500", body = Vec<EventResource>),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
     )
 )]

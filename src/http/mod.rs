@@ -59,7 +59,7 @@ pub struct HttpSettings {
         license(name = "MIT OR Apache-2.0", identifier = "MIT OR Apache-2.0")
     ),
     servers((url = "/", description = "The server this document is served from")),
-    components(schemas(error::Problem)),
+    components(schemas(error::Problem, stream::Notice, crate::service::EventResource)),
     modifiers(&BearerAuth),
     tags(
         (name = "players", description = "Registration and profiles"),

@@ -41,7 +41,7 @@ pub struct NewPlayer {
     post, path = "/v1/players", tag = "players",
     request_body = NewPlayer,
     responses(
-        (status = 201, body = PlayerCreated),
+        (status = 201, description = "The new player with a bearer token", body = PlayerCreated),
         (status = 409, description = "`name_taken`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid_name`, `invalid_body`", body = Problem, content_type = "application/problem+json"),
     )
@@ -59,7 +59,7 @@ async fn create_player(
     get, path = "/v1/players/{id}", tag = "players",
     params(("id" = Uuid, Path, description = "Player id")),
     responses(
-        (status = 200, body = PlayerProfile),
+        (status = 200, description = "The player's public profile", body = PlayerProfile),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -75,6 +75,7 @@ async fn get_player(
 #[serde(deny_unknown_fields)]
 pub struct MatchesPage {
     /// Cursor: the `next` of the previous page.
+    #[param(pattern = r"^[0-9]{1,16}\.[0-9a-f]{32}$")]
     pub after: Option<String>,
     /// Matches per page, 1 to 100 (default 50).
     #[param(minimum = 1, maximum = 100)]

@@ -84,7 +84,7 @@ async fn join_queue(
     get, path = "/v1/queue", tag = "matchmaking",
     security(("bearer" = [])),
     responses(
-        (status = 200, body = QueueState),
+        (status = 200, description = "The caller's place in the queue", body = QueueState),
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -100,7 +100,7 @@ async fn queue_state(
     delete, path = "/v1/queue", tag = "matchmaking",
     security(("bearer" = [])),
     responses(
-        (status = 200, body = QueueState),
+        (status = 200, description = "The caller's place in the queue", body = QueueState),
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_queued`", body = Problem, content_type = "application/problem+json"),
     )
@@ -122,7 +122,7 @@ async fn leave_queue(
     params(("id" = Uuid, Path)),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = RematchState),
+        (status = 200, description = "The rematch state of the match", body = RematchState),
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "`not_a_player`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
@@ -145,7 +145,7 @@ async fn ask_rematch(
     params(("id" = Uuid, Path)),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = RematchState),
+        (status = 200, description = "The rematch state of the match", body = RematchState),
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
     )
