@@ -148,8 +148,9 @@ fn sse(state: &AppState, feed: Feed) -> Response {
 /// A match's events as server-sent events, redacted for the caller (participant or
 /// spectator): first those after `Last-Event-ID` (or `?after`), then live ones. Each has
 /// `id:` = its sequence number, `event:` = its kind, and `data:` = an `EventResource`, the
-/// same JSON object as in `GET /v1/matches/{id}/events` (without `names`). A comment line is sent every 15 s of silence. The
-/// stream ends after the event that ends the match, when the whole record is public.
+/// same JSON object as in `GET /v1/matches/{id}/events`. A comment line is sent every 15 s
+/// of silence. The stream ends after the event that ends the match, when the whole record
+/// is public.
 #[utoipa::path(
     get, path = "/v1/matches/{id}/stream", tag = "live",
     params(

@@ -258,6 +258,7 @@ async function main() {
   const streamed = await readEvents(stream.response, 2, streamAbort);
   assert.deepEqual(streamed.map((e) => e.id), ["3", "4"], "after=2 reached the stream");
   streamed.forEach((e) => validateAs("EventResource", e.data));
+  assert.deepEqual(streamed[0]?.data.names, { [ala.me.id]: ala.me.name, [bolek.me.id]: bolek.me.name }, "stream events name the players");
 
   // Battle: a refusal out of turn, then the shooter sinks the whole fleet.
   const outOfTurn = await checked(target.api.POST("/v1/matches/{id}/shots", { ...match, body: { cell: "J10" } }), 409);
@@ -313,6 +314,7 @@ async function main() {
   );
   const notices = await readEvents(feed.response, 1, feedAbort);
   assert.equal(notices[0]?.event, "opponent_joined");
+  assert.equal((notices[0]?.data.names as Record<string, string>)[bolek.me.id], bolek.me.name, "notices name the players");
   validateAs("Notice", notices[0]?.data);
 
   const documented = new Set<string>();
