@@ -327,3 +327,62 @@ fn optional_participant_fields(doc: &mut OpenApi) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn operations(doc: &OpenApi) -> Vec<(String, &Operation)> {
+        let mut all = Vec::new();
+        for (path, item) in &doc.paths.paths {
+            let operations = [&item.get, &item.put, &item.post, &item.delete];
+            for operation in operations.into_iter().flatten() {
+                all.push((path.clone(), operation));
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn every_response_is_described_and_every_refusal_is_a_problem() {
+        let doc = crate::http::openapi();
+        let codes: Vec<&str> = ErrorCode::ALL.iter().map(|code| code.as_str()).collect();
+        for (path, operation) in operations(&doc) {
+            for (status, response) in &operation.responses.responses {
+                let RefOr::T(response) = response else {
+                    panic!("{path} {status}: a reference");
+                };
+                assert!(!response.description.is_empty(), "{path} {status}");
+                if status.starts_with('4') || status.starts_with('5') {
+                    let problem = response.content.get("application/problem+json");
+                    assert!(problem.is_some(), "{path} {status} is not a problem");
+                    // Every code a description names is a real one.
+                    for quoted in response.description.split('`').skip(1).step_by(2) {
+                        let looks_like_code =
+                            quoted.chars().all(|c| c.is_ascii_lowercase() || c == '_');
+                        if looks_like_code {
+                            assert!(codes.contains(&quoted), "{path} {status}: `{quoted}`");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn secured_operations_document_401_and_id_paths_404() {
+        let doc = crate::http::openapi();
+        for (path, operation) in operations(&doc) {
+            let responses = &operation.responses.responses;
+            let secured = operation
+                .security
+                .iter()
+                .flatten()
+                .any(|requirement| *requirement != SecurityRequirement::default());
+            assert_eq!(secured, responses.contains_key("401"), "{path}");
+            if path.contains("{id}") {
+                assert!(responses.contains_key("404"), "{path}");
+            }
+        }
+    }
+}

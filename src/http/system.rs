@@ -18,15 +18,15 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 /// Liveness: the process answers.
-#[utoipa::path(get, path = "/healthz", tag = "system", responses((status = 200, description = "ok")))]
+#[utoipa::path(get, path = "/healthz", tag = "system", responses((status = 200, description = "ok", content_type = "text/plain", body = String)))]
 async fn healthz() -> &'static str {
     "ok"
 }
 
 /// Readiness: the database answers.
 #[utoipa::path(get, path = "/readyz", tag = "system", responses(
-    (status = 200, description = "ready"),
-    (status = 503, description = "`unavailable`: the database does not answer"),
+    (status = 200, description = "ready", content_type = "text/plain", body = String),
+    (status = 503, description = "`unavailable`: the database does not answer", body = super::error::Problem, content_type = "application/problem+json"),
 ))]
 async fn readyz(State(state): State<AppState>) -> Result<&'static str, ApiError> {
     store::ping(&state.service.pool).await.map_err(|e| {
