@@ -157,7 +157,7 @@ async fn answer_with_view(
     params(("Idempotency-Key" = Option<String>, Header, description = "Retry-safe key, scoped to the caller")),
     responses(
         (status = 201, description = "The new match as its creator sees it", body = MatchResource),
-        (status = 404, description = "`not_found`: no player with the `opponent` id", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`: no player has the opponent id", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`own_match` (challenging yourself), `idempotency_key_in_progress`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`unknown_ruleset`, `invalid_option`, `ranked_needs_standard_rules`, `invalid_body`, `idempotency_key_reused`", body = Problem, content_type = "application/problem+json"),
     )
