@@ -254,23 +254,6 @@ impl Match {
     /// end, another player's placements and salt are withheld, and a sunk ship is told only
     /// as the preset tells it; after the end the whole record is public.
     pub fn redact(&self, event: &Event, viewer: Viewer) -> Event {
-        if let Event::MatchCreated {
-            creator,
-            rules,
-            ranked,
-            opponent,
-            deadline,
-        } = event
-        {
-            // The rules as played, as in the view.
-            return Event::MatchCreated {
-                creator: *creator,
-                rules: rules.effective(),
-                ranked: *ranked,
-                opponent: *opponent,
-                deadline: *deadline,
-            };
-        }
         if self.phase.is_over() {
             return event.clone();
         }
