@@ -2,8 +2,6 @@
 //! (open, live, a player's) and the event feed, each naming the players it mentions. The
 //! names are joined on read, so commands (the shot path) never look them up.
 
-use std::collections::BTreeMap;
-
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -125,17 +123,6 @@ impl Service {
             .collect();
         Ok(MatchPage { matches, next })
     }
-}
-
-/// The names of `ids`, by id, for notices and other reads that name players.
-pub async fn names_of(service: &Service, ids: &[Uuid]) -> Result<BTreeMap<Uuid, String>> {
-    if ids.is_empty() {
-        return Ok(BTreeMap::new());
-    }
-    Ok(players::names(&service.pool, ids)
-        .await?
-        .into_iter()
-        .collect())
 }
 
 #[cfg(test)]
