@@ -11,8 +11,8 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::app::AppError;
 use crate::engine::Refusal;
-use crate::service::ServiceError;
 
 /// Declares [`ErrorCode`]: every `code` the API can answer, in one list, so the OpenAPI
 /// enum and the answers cannot drift apart (a test holds each code to its serde name).
@@ -172,83 +172,67 @@ fn refusal_status(refusal: &Refusal) -> StatusCode {
     }
 }
 
-fn refusal_code(refusal: &Refusal) -> ErrorCode {
-    match refusal {
-        Refusal::InvalidCell(_) => ErrorCode::InvalidCell,
-        Refusal::OffBoard => ErrorCode::OffBoard,
-        Refusal::Overlap => ErrorCode::Overlap,
-        Refusal::ShipsTouching => ErrorCode::ShipsTouching,
-        Refusal::UnknownShip { .. } => ErrorCode::UnknownShip,
-        Refusal::ShipNotPlaced(_) => ErrorCode::ShipNotPlaced,
-        Refusal::WrongFleetSize { .. } => ErrorCode::WrongFleetSize,
-        Refusal::FleetLocked => ErrorCode::FleetLocked,
-        Refusal::WrongPhase { .. } => ErrorCode::WrongPhase,
-        Refusal::NotAPlayer => ErrorCode::NotAPlayer,
-        Refusal::NotYourTurn => ErrorCode::NotYourTurn,
-        Refusal::AlreadyShot => ErrorCode::AlreadyShot,
-        Refusal::AlreadyKnown => ErrorCode::AlreadyKnown,
-        Refusal::OwnMatch => ErrorCode::OwnMatch,
-        Refusal::NotInvited => ErrorCode::NotInvited,
-        Refusal::NotDue => ErrorCode::NotDue,
-        Refusal::InvalidOption(_) => ErrorCode::InvalidOption,
+/// The status each kind of application error is answered with.
+fn status_of(error: &AppError) -> StatusCode {
+    match error {
+        AppError::Rule(refusal) => refusal_status(refusal),
+        AppError::NotFound(_) | AppError::NotQueued => StatusCode::NOT_FOUND,
+        AppError::NameTaken(_)
+        | AppError::IdempotencyInProgress
+        | AppError::AlreadyQueued
+        | AppError::InMatch
+        | AppError::RematchUnavailable(_) => StatusCode::CONFLICT,
+        AppError::InvalidName(_)
+        | AppError::UnknownRuleset(_)
+        | AppError::RankedNeedsStandardRules(_)
+        | AppError::IdempotencyMismatch => StatusCode::UNPROCESSABLE_ENTITY,
+        AppError::Token(_) | AppError::UnknownPlayer => StatusCode::UNAUTHORIZED,
+        AppError::ShuttingDown
+        | AppError::Unavailable(_)
+        | AppError::Database(_)
+        | AppError::Corrupt(_) => {
+            if error.code() == "unavailable" {
+                StatusCode::SERVICE_UNAVAILABLE
+            } else {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+        }
     }
 }
 
-impl From<ServiceError> for ApiError {
-    fn from(error: ServiceError) -> Self {
-        let detail = error.to_string();
-        match error {
-            ServiceError::Rule(refusal) => {
-                ApiError::new(refusal_status(&refusal), refusal_code(&refusal), detail)
-            }
-            ServiceError::NotFound(_) => ApiError::not_found(detail),
-            ServiceError::NameTaken(_) => {
-                ApiError::new(StatusCode::CONFLICT, ErrorCode::NameTaken, detail)
-            }
-            ServiceError::InvalidName(_) => ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                ErrorCode::InvalidName,
-                detail,
-            ),
-            ServiceError::UnknownRuleset(_) => ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                ErrorCode::UnknownRuleset,
-                detail,
-            ),
-            ServiceError::RankedNeedsStandardRules(_) => ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                ErrorCode::RankedNeedsStandardRules,
-                detail,
-            ),
-            ServiceError::IdempotencyMismatch => ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                ErrorCode::IdempotencyKeyReused,
-                detail,
-            ),
-            ServiceError::IdempotencyInProgress => ApiError::new(
-                StatusCode::CONFLICT,
-                ErrorCode::IdempotencyKeyInProgress,
-                detail,
-            ),
-            ServiceError::Token(_) => ApiError::unauthorized(detail),
-            ServiceError::UnknownPlayer => ApiError::unauthorized(detail),
-            ServiceError::Database(sqlx::Error::PoolTimedOut | sqlx::Error::Io(_)) => {
-                tracing::error!(%detail, "database unavailable");
-                ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    ErrorCode::Unavailable,
-                    "the database is unavailable; nothing was changed, retry shortly",
-                )
-            }
-            ServiceError::Database(_) | ServiceError::Corrupt(_) => {
-                tracing::error!(%detail, "internal error");
-                ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    ErrorCode::Internal,
-                    "an internal error occurred; nothing was changed",
-                )
-            }
+impl ErrorCode {
+    /// The code named `text`, if it is one.
+    pub fn parse(text: &str) -> Option<ErrorCode> {
+        ErrorCode::ALL
+            .iter()
+            .copied()
+            .find(|code| code.as_str() == text)
+    }
+}
+
+impl From<AppError> for ApiError {
+    fn from(error: AppError) -> Self {
+        let status = status_of(&error);
+        // Every application code is one of ours (a test holds each kind to it); a stray one
+        // would be a fault of ours, told as such rather than as an unlisted code.
+        let code = ErrorCode::parse(error.code()).unwrap_or(ErrorCode::Internal);
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            tracing::error!(%error, "database unavailable");
+            return ApiError::new(
+                status,
+                code,
+                "the database is unavailable; nothing was changed, retry shortly",
+            );
         }
+        if status.is_server_error() {
+            tracing::error!(%error, "internal error");
+            return ApiError::new(
+                status,
+                code,
+                "an internal error occurred; nothing was changed",
+            );
+        }
+        ApiError::new(status, code, error.to_string())
     }
 }
 
@@ -299,6 +283,54 @@ impl From<QueryRejection> for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_application_error_and_refusal_has_a_listed_code() {
+        use crate::auth::TokenError;
+        let refusals = [
+            Refusal::InvalidCell("Z".into()),
+            Refusal::OffBoard,
+            Refusal::Overlap,
+            Refusal::ShipsTouching,
+            Refusal::ShipNotPlaced(0),
+            Refusal::FleetLocked,
+            Refusal::NotAPlayer,
+            Refusal::NotYourTurn,
+            Refusal::AlreadyShot,
+            Refusal::AlreadyKnown,
+            Refusal::OwnMatch,
+            Refusal::NotInvited,
+            Refusal::NotDue,
+            Refusal::InvalidOption(String::new()),
+        ];
+        for refusal in refusals {
+            let code = refusal.code();
+            assert!(ErrorCode::parse(code).is_some(), "{code}");
+            assert_eq!(ApiError::from(AppError::Rule(refusal)).code.as_str(), code);
+        }
+        let errors = [
+            AppError::NotFound("match"),
+            AppError::NameTaken(String::new()),
+            AppError::InvalidName(String::new()),
+            AppError::UnknownRuleset(String::new()),
+            AppError::RankedNeedsStandardRules(""),
+            AppError::IdempotencyMismatch,
+            AppError::IdempotencyInProgress,
+            AppError::UnknownPlayer,
+            AppError::AlreadyQueued,
+            AppError::NotQueued,
+            AppError::InMatch,
+            AppError::RematchUnavailable(""),
+            AppError::ShuttingDown,
+            AppError::Unavailable(String::new()),
+            AppError::Corrupt(String::new()),
+            AppError::Database(sqlx::Error::RowNotFound),
+            AppError::Token(TokenError::Expired),
+        ];
+        for error in &errors {
+            assert!(ErrorCode::parse(error.code()).is_some(), "{}", error.code());
+        }
+    }
 
     #[test]
     fn every_code_serializes_as_its_name() {

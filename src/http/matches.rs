@@ -4,7 +4,6 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
@@ -12,9 +11,11 @@ use uuid::Uuid;
 use super::AppState;
 use super::error::{ApiError, ErrorCode, Problem};
 use super::extract::{ApiJson, ApiPath, ApiQuery, Caller, IdempotencyKey};
+use crate::app::reads::{self, MatchPage};
+use crate::app::{
+    Answer, AppError, EventResource, Idempotency, MatchResource, NewMatch, ShotAnswer,
+};
 use crate::engine::{Cell, Command, Orientation, Placement};
-use crate::reads::{self, MatchPage};
-use crate::service::{self, EventResource, Idempotency, MatchResource, NewMatch, ShotAnswer};
 use crate::store::listing::{Cursor, Listing};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -129,7 +130,7 @@ pub struct EventsQuery {
 
 fn parse_cell(text: &str) -> Result<Cell, ApiError> {
     text.parse::<Cell>()
-        .map_err(|refusal| ApiError::from(service::ServiceError::Rule(refusal)))
+        .map_err(|refusal| ApiError::from(AppError::Rule(refusal)))
 }
 
 /// Runs a match command and answers with the caller's view of the match after it.
@@ -139,14 +140,10 @@ async fn answer_with_view(
     caller: Uuid,
     command: Command,
     idempotency: Option<Idempotency>,
-) -> Result<Json<Value>, ApiError> {
-    let answer = state
-        .service
-        .command(id, caller, command, idempotency.as_ref(), |done| {
-            done.resource(caller)
-        })
-        .await?;
-    Ok(Json(answer))
+) -> Result<Json<Answer<MatchResource>>, ApiError> {
+    Ok(Json(
+        state.app.command(id, caller, command, idempotency).await?,
+    ))
 }
 
 /// Create a match; the creator takes the first seat.
@@ -167,10 +164,10 @@ async fn create_match(
     Caller(caller): Caller,
     key: IdempotencyKey,
     ApiJson(body): ApiJson<NewMatch>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Answer<MatchResource>>), ApiError> {
     let idempotency = key.for_request("POST /v1/matches", &body);
     let created = state
-        .service
+        .app
         .create_match(caller, &body, idempotency.as_ref())
         .await?;
     Ok((StatusCode::CREATED, Json(created)))
@@ -201,7 +198,7 @@ async fn list_matches(
     };
     Ok(Json(
         state
-            .service
+            .app
             .list_matches(listing, caller, after, limit)
             .await?,
     ))
@@ -222,7 +219,7 @@ async fn get_match(
     Caller(caller): Caller,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<MatchResource>, ApiError> {
-    Ok(Json(state.service.view(id, caller).await?))
+    Ok(Json(state.app.view(id, caller).await?))
 }
 
 /// Take the second seat; the placement clock starts.
@@ -242,7 +239,7 @@ async fn join_match(
     Caller(caller): Caller,
     key: IdempotencyKey,
     ApiPath(id): ApiPath<Uuid>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Answer<MatchResource>>, ApiError> {
     let idempotency = key.for_request(&format!("POST /v1/matches/{id}/join"), &());
     answer_with_view(&state, id, caller, Command::Join, idempotency).await
 }
@@ -266,7 +263,7 @@ async fn place_ship(
     key: IdempotencyKey,
     ApiPath((id, index)): ApiPath<(Uuid, usize)>,
     ApiJson(body): ApiJson<ShipPosition>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Answer<MatchResource>>, ApiError> {
     let placement = body.placement()?;
     let idempotency = key.for_request(&format!("PUT /v1/matches/{id}/ships/{index}"), &body);
     let command = Command::PlaceShip { index, placement };
@@ -289,7 +286,7 @@ async fn remove_ship(
     State(state): State<AppState>,
     Caller(caller): Caller,
     ApiPath((id, index)): ApiPath<(Uuid, usize)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Answer<MatchResource>>, ApiError> {
     answer_with_view(&state, id, caller, Command::RemoveShip { index }, None).await
 }
 
@@ -312,7 +309,7 @@ async fn place_fleet(
     key: IdempotencyKey,
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(body): ApiJson<FleetRequest>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Answer<MatchResource>>, ApiError> {
     let placements = body
         .ships
         .iter()
@@ -342,20 +339,10 @@ async fn fire(
     key: IdempotencyKey,
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(body): ApiJson<ShotRequest>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Answer<ShotAnswer>>, ApiError> {
     let cell = parse_cell(&body.cell)?;
     let idempotency = key.for_request(&format!("POST /v1/matches/{id}/shots"), &body);
-    let answer = state
-        .service
-        .command(
-            id,
-            caller,
-            Command::Fire { cell },
-            idempotency.as_ref(),
-            service::shot_answer,
-        )
-        .await?;
-    Ok(Json(answer))
+    Ok(Json(state.app.fire(id, caller, cell, idempotency).await?))
 }
 
 /// Resign: the opponent wins. Before anyone joined, the creator withdraws the match.
@@ -374,7 +361,7 @@ async fn resign(
     Caller(caller): Caller,
     key: IdempotencyKey,
     ApiPath(id): ApiPath<Uuid>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Answer<MatchResource>>, ApiError> {
     let idempotency = key.for_request(&format!("POST /v1/matches/{id}/resign"), &());
     answer_with_view(&state, id, caller, Command::Resign, idempotency).await
 }
@@ -395,5 +382,5 @@ async fn match_events(
     ApiPath(id): ApiPath<Uuid>,
     ApiQuery(query): ApiQuery<EventsQuery>,
 ) -> Result<Json<Vec<EventResource>>, ApiError> {
-    Ok(Json(state.service.events(id, caller, query.after).await?))
+    Ok(Json(state.app.events(id, caller, query.after).await?))
 }

@@ -11,8 +11,8 @@ use uuid::Uuid;
 use super::AppState;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath, ApiQuery, Caller};
-use crate::reads::MatchPage;
-use crate::service::{PlayerCreated, PlayerProfile};
+use crate::app::reads::MatchPage;
+use crate::app::{PlayerCreated, PlayerProfile};
 use crate::store::listing::Listing;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -50,7 +50,7 @@ async fn create_player(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<NewPlayer>,
 ) -> Result<(StatusCode, Json<PlayerCreated>), ApiError> {
-    let created = state.service.register(&body.name).await?;
+    let created = state.app.register(&body.name).await?;
     Ok((StatusCode::CREATED, Json(created)))
 }
 
@@ -67,7 +67,7 @@ async fn get_player(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<PlayerProfile>, ApiError> {
-    Ok(Json(state.service.profile(id).await?))
+    Ok(Json(state.app.profile(id).await?))
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -104,7 +104,7 @@ async fn player_matches(
     let listing = Listing::PlayerOf { player: id };
     Ok(Json(
         state
-            .service
+            .app
             .list_matches(listing, caller, after, limit)
             .await?,
     ))

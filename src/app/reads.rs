@@ -7,7 +7,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::service::{EVENTS_PAGE, EventResource, MatchResource, Result, Service, ServiceError};
+use super::{App, AppError, EVENTS_PAGE, EventResource, MatchResource, Result, viewer_of};
 use crate::store::listing::{self, Cursor, Listing};
 use crate::store::{self, players};
 
@@ -46,16 +46,16 @@ pub fn parse_cursor(text: &str) -> Option<Cursor> {
     })
 }
 
-impl Service {
+impl App {
     /// The match as `viewer` sees it, with its players' names.
     pub async fn view(&self, id: Uuid, viewer: Uuid) -> Result<MatchResource> {
-        let named = listing::get(&self.pool, id)
+        let named = listing::get(self.pool(), id)
             .await?
-            .ok_or(ServiceError::NotFound("match"))?;
+            .ok_or(AppError::NotFound("match"))?;
         let now = self.now().await?;
         let row = &named.row;
         let mut resource =
-            crate::service::render(id, &row.state, row.last_seq, row.created_at, viewer, now);
+            MatchResource::render(id, &row.state, row.last_seq, row.created_at, viewer, now);
         resource.names = named.names;
         Ok(resource)
     }
@@ -63,12 +63,12 @@ impl Service {
     /// The events after `after` that `viewer` may see, redacted, with the names of the
     /// match's players.
     pub async fn events(&self, id: Uuid, viewer: Uuid, after: i64) -> Result<Vec<EventResource>> {
-        let named = listing::get(&self.pool, id)
+        let named = listing::get(self.pool(), id)
             .await?
-            .ok_or(ServiceError::NotFound("match"))?;
-        let events = store::events::list(&self.pool, id, after, EVENTS_PAGE).await?;
+            .ok_or(AppError::NotFound("match"))?;
+        let events = store::events::list(self.pool(), id, after, EVENTS_PAGE).await?;
         let state = &named.row.state;
-        let who = crate::service::viewer_of(state, viewer);
+        let who = viewer_of(state, viewer);
         Ok(events
             .into_iter()
             .map(|stored| {
@@ -90,12 +90,12 @@ impl Service {
         limit: i64,
     ) -> Result<MatchPage> {
         if let Listing::PlayerOf { player } = listing {
-            players::get(&self.pool, player)
+            players::get(self.pool(), player)
                 .await?
-                .ok_or(ServiceError::NotFound("player"))?;
+                .ok_or(AppError::NotFound("player"))?;
         }
         // One row more than asked tells whether another page follows.
-        let mut rows = listing::page(&self.pool, listing, after, limit + 1).await?;
+        let mut rows = listing::page(self.pool(), listing, after, limit + 1).await?;
         let more = rows.len() as i64 > limit;
         rows.truncate(usize::try_from(limit).unwrap_or(0));
         let next = more
@@ -109,7 +109,7 @@ impl Service {
             .into_iter()
             .map(|named| {
                 let row = named.row;
-                let mut resource = crate::service::render(
+                let mut resource = MatchResource::render(
                     row.id,
                     &row.state,
                     row.last_seq,
