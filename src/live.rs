@@ -18,7 +18,7 @@
 //! locks in PostgreSQL; it only reads.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -104,6 +104,8 @@ pub struct MatchBatch {
     pub last_seq: i64,
     /// Events after the previous batch, in order, none after `last_seq`.
     pub events: Vec<StoredEvent>,
+    /// The names of the match's players, by id.
+    pub names: BTreeMap<Uuid, String>,
 }
 
 /// New notices of a player.
@@ -408,7 +410,7 @@ impl Hub {
             inner: inner.clone(),
             registry: match_registry,
         };
-        let row = store::matches::get(&inner.pool, id)
+        let store::listing::NamedRow { row, names } = store::listing::get(&inner.pool, id)
             .await?
             .ok_or(LiveError::NotFound)?;
         if inner.matches.seed(id, row.last_seq) {
@@ -422,7 +424,11 @@ impl Hub {
             let Some(last) = page.last() else { break };
             cursor = last.seq;
             for stored in page.iter().filter(|stored| stored.seq <= row.last_seq) {
-                pending.push_back(event_item(stored, row.state.redact(&stored.event, viewer)));
+                pending.push_back(event_item(
+                    stored,
+                    row.state.redact(&stored.event, viewer),
+                    &names,
+                ));
             }
         }
         let live = if row.state.phase.is_over() {
@@ -575,6 +581,7 @@ impl MatchLive {
                 out.push_back(event_item(
                     stored,
                     batch.state.redact(&stored.event, viewer),
+                    &batch.names,
                 ));
                 self.last_sent = stored.seq;
             }
@@ -606,13 +613,13 @@ impl PlayerLive {
     }
 }
 
-fn event_item(stored: &StoredEvent, event: crate::engine::Event) -> LiveItem {
+fn event_item(
+    stored: &StoredEvent,
+    event: crate::engine::Event,
+    names: &BTreeMap<Uuid, String>,
+) -> LiveItem {
     let kind = event.kind();
-    let resource = EventResource {
-        seq: stored.seq,
-        at: stored.at,
-        event,
-    };
+    let resource = EventResource::new(stored, event, names.clone());
     LiveItem {
         id: stored.seq,
         event: Cow::Borrowed(kind),
@@ -624,7 +631,11 @@ fn event_item(stored: &StoredEvent, event: crate::engine::Event) -> LiveItem {
 pub fn notice_json(notice: &Notice) -> Value {
     let mut object = serde_json::Map::new();
     object.insert("seq".into(), notice.seq.into());
-    object.insert("at".into(), Value::String(notice.at.to_rfc3339()));
+    // The same form as every other timestamp the API sends (serde's RFC 3339, `Z`).
+    object.insert(
+        "at".into(),
+        serde_json::to_value(notice.at).unwrap_or(Value::Null),
+    );
     object.insert("kind".into(), Value::String(notice.kind.clone()));
     match &notice.payload {
         Value::Object(fields) => {
@@ -795,7 +806,7 @@ async fn read_match(pool: &PgPool, id: Uuid, after: i64) -> Result<Option<MatchB
     // The row first: events read after it may run ahead of it, and are cut at its
     // `last_seq`, so the state each subscriber redacts with is never older than the
     // events it redacts.
-    let Some(row) = store::matches::get(pool, id).await? else {
+    let Some(store::listing::NamedRow { row, names }) = store::listing::get(pool, id).await? else {
         return Ok(None);
     };
     if row.last_seq <= after {
@@ -807,6 +818,7 @@ async fn read_match(pool: &PgPool, id: Uuid, after: i64) -> Result<Option<MatchB
         state: row.state,
         last_seq: row.last_seq,
         events,
+        names,
     }))
 }
 

@@ -43,7 +43,7 @@ async fn registering_returns_an_id_and_a_working_token(pool: PgPool) {
         .get(&format!("/v1/players/{}/matches", ala.id), Some(&ala.token))
         .await;
     assert_eq!(mine.status, StatusCode::OK);
-    assert_eq!(mine.body, json!([]));
+    assert_eq!(mine.body, json!({"matches": []}));
 }
 
 #[sqlx::test]
@@ -307,8 +307,7 @@ async fn open_matches_list_only_joinable_ones(pool: PgPool) {
     let open = app.create_match(&ala, json!({})).await;
     let challenge = app.create_match(&ala, json!({"opponent": bolek.id})).await;
     let ids = |reply: &common::Reply| -> Vec<String> {
-        reply
-            .body
+        reply.body["matches"]
             .as_array()
             .unwrap()
             .iter()
@@ -316,7 +315,8 @@ async fn open_matches_list_only_joinable_ones(pool: PgPool) {
             .collect()
     };
     let for_bolek = app.get("/v1/matches?status=open", Some(&bolek.token)).await;
-    assert_eq!(ids(&for_bolek), [open.clone(), challenge.clone()]);
+    // Newest first; the challenge names its opponent.
+    assert_eq!(ids(&for_bolek), [challenge.clone(), open.clone()]);
     let for_lolek = app.get("/v1/matches?status=open", Some(&lolek.token)).await;
     assert_eq!(ids(&for_lolek), std::slice::from_ref(&open));
     let bad = app

@@ -255,8 +255,7 @@ async fn an_unjoined_match_is_cancelled_after_the_join_time(pool: PgPool) {
     assert_eq!(join.code(), "wrong_phase", "{:?}", join.body);
     let open = app.get("/v1/matches?status=open", Some(&b.token)).await;
     assert!(
-        !open
-            .body
+        !open.body["matches"]
             .as_array()
             .unwrap()
             .iter()

@@ -569,8 +569,7 @@ async fn a_players_matches_are_listed_newest_first_and_paginate(pool: PgPool) {
         .get(&format!("/v1/players/{}/matches", b.id), Some(&a.token))
         .await;
     assert_eq!(first.status, StatusCode::OK, "{:?}", first.body);
-    let listed: Vec<&str> = first
-        .body
+    let listed: Vec<&str> = first.body["matches"]
         .as_array()
         .unwrap()
         .iter()
@@ -578,20 +577,26 @@ async fn a_players_matches_are_listed_newest_first_and_paginate(pool: PgPool) {
         .collect();
     let newest_first: Vec<&str> = ids.iter().rev().map(String::as_str).collect();
     assert_eq!(listed, newest_first);
-    let finished = &first.body.as_array().unwrap()[0];
+    let finished = &first.body["matches"][0];
     assert_eq!(finished["ranked"], true);
     assert_eq!(finished["result"]["winner"], b.id.as_str());
 
-    let cursor = first.body[1]["created_at"].as_str().unwrap();
+    let page = app
+        .get(
+            &format!("/v1/players/{}/matches?limit=2", b.id),
+            Some(&a.token),
+        )
+        .await;
+    let cursor = page.body["next"].as_str().expect("a next page");
     let url = reqwest::Url::parse_with_params(
         &app.url(&format!("/v1/players/{}/matches", b.id)),
-        &[("before", cursor)],
+        &[("after", cursor)],
     )
     .unwrap();
     let rest = app.send(app.client.get(url).bearer_auth(&a.token)).await;
     assert_eq!(rest.status, StatusCode::OK, "{:?}", rest.body);
-    let rest: Vec<&str> = rest
-        .body
+    assert!(rest.body.get("next").is_none(), "the last page has no next");
+    let rest: Vec<&str> = rest.body["matches"]
         .as_array()
         .unwrap()
         .iter()

@@ -39,7 +39,11 @@ async fn is_open(app: &TestApp, player: &Player, id: &str) -> bool {
     let reply = app
         .get("/v1/matches?status=open", Some(&player.token))
         .await;
-    reply.body.as_array().unwrap().iter().any(|m| m["id"] == id)
+    reply.body["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m["id"] == id)
 }
 
 /// A ranked match with both seats taken and the placement clock running.

@@ -270,7 +270,11 @@ fn cursor(rating: f64, player: Uuid) -> String {
 /// Reads a cursor made by [`cursor`].
 pub fn parse_cursor(text: &str) -> Option<(f64, Uuid)> {
     let (bits, player) = text.split_once('.')?;
-    if bits.len() != 16 {
+    // Exactly the form `cursor` writes (the documented pattern), nothing looser.
+    let lower_hex = |part: &str, len: usize| {
+        part.len() == len && part.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    };
+    if !lower_hex(bits, 16) || !lower_hex(player, 32) {
         return None;
     }
     let rating = f64::from_bits(u64::from_str_radix(bits, 16).ok()?);

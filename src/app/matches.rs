@@ -1,15 +1,15 @@
-//! Matches: creating them, the players' commands, and what a caller may read of them.
+//! Matches: creating them and the players' commands (what a caller may read of them is in
+//! [`super::reads`]).
 
-use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::commands::{AnswerKind, Reply};
 use super::idempotency::{Answer, Idempotency, claim_or_replay, remember};
-use super::resources::{EventResource, MatchResource, NewMatch, ShotAnswer, viewer_of};
+use super::resources::{MatchResource, NewMatch, ShotAnswer};
 use super::write::{self, Change};
-use super::{App, AppError, EVENTS_PAGE, LIST_PAGE, Result};
+use super::{App, AppError, Result};
 use crate::engine::{Cell, Command, HouseOptions, Match, MatchRules, RuleSetId};
-use crate::store::{self, matches, players};
+use crate::store::{self, players};
 
 impl App {
     /// Resolves a lobby's request into the rules the match will be played by.
@@ -123,76 +123,5 @@ impl App {
             }
             Answer::Replayed(stored) => Answer::Replayed(stored),
         })
-    }
-
-    pub async fn view(&self, id: Uuid, viewer: Uuid) -> Result<MatchResource> {
-        let row = matches::get(self.pool(), id)
-            .await?
-            .ok_or(AppError::NotFound("match"))?;
-        let now = self.now().await?;
-        Ok(MatchResource::render(
-            id,
-            &row.state,
-            row.last_seq,
-            row.created_at,
-            viewer,
-            now,
-        ))
-    }
-
-    /// The events after `after` that `viewer` may see, redacted.
-    pub async fn events(&self, id: Uuid, viewer: Uuid, after: i64) -> Result<Vec<EventResource>> {
-        let row = matches::get(self.pool(), id)
-            .await?
-            .ok_or(AppError::NotFound("match"))?;
-        let events = store::events::list(self.pool(), id, after, EVENTS_PAGE).await?;
-        let who = viewer_of(&row.state, viewer);
-        Ok(events
-            .into_iter()
-            .map(|stored| EventResource {
-                seq: stored.seq,
-                at: stored.at,
-                event: row.state.redact(&stored.event, who),
-            })
-            .collect())
-    }
-
-    pub async fn open_matches(&self, viewer: Uuid) -> Result<Vec<MatchResource>> {
-        let rows = matches::list_open(self.pool(), viewer, LIST_PAGE).await?;
-        self.render_all(rows, viewer).await
-    }
-
-    pub async fn player_matches(
-        &self,
-        player: Uuid,
-        viewer: Uuid,
-        before: Option<DateTime<Utc>>,
-    ) -> Result<Vec<MatchResource>> {
-        players::get(self.pool(), player)
-            .await?
-            .ok_or(AppError::NotFound("player"))?;
-        let rows = matches::list_for_player(self.pool(), player, before, LIST_PAGE).await?;
-        self.render_all(rows, viewer).await
-    }
-
-    async fn render_all(
-        &self,
-        rows: Vec<matches::MatchRow>,
-        viewer: Uuid,
-    ) -> Result<Vec<MatchResource>> {
-        let now = self.now().await?;
-        Ok(rows
-            .iter()
-            .map(|row| {
-                MatchResource::render(
-                    row.id,
-                    &row.state,
-                    row.last_seq,
-                    row.created_at,
-                    viewer,
-                    now,
-                )
-            })
-            .collect())
     }
 }

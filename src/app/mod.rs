@@ -11,6 +11,7 @@ pub mod ladder;
 mod matches;
 pub mod matchmaking;
 mod players;
+pub mod reads;
 mod resources;
 mod write;
 
@@ -24,8 +25,8 @@ pub use error::{AppError, Result};
 pub use idempotency::{Answer, Idempotency};
 pub use players::{NAME_MAX_CHARS, validate_name};
 pub use resources::{
-    EventResource, MatchResource, NewMatch, PlayerCreated, PlayerProfile, ShotAnswer, ms_left,
-    viewer_of,
+    EventResource, MatchResource, NewMatch, OwnClock, PlayerCreated, PlayerProfile, ShotAnswer,
+    ms_left, viewer_of,
 };
 pub use write::EVENTS_CHANNEL;
 
@@ -34,8 +35,6 @@ use crate::engine::Clock;
 
 /// Most events one page of a feed returns.
 pub const EVENTS_PAGE: i64 = 500;
-/// Most matches one list returns.
-pub const LIST_PAGE: i64 = 100;
 
 /// The clocks and limits an operator sets.
 #[derive(Clone, Copy, Debug)]

@@ -22,7 +22,8 @@ pub fn validate_name(name: &str) -> Result<&str> {
             "a name may not contain control characters".into(),
         ));
     }
-    if name.trim() != name {
+    // U+FEFF counts as white space here, as in the patterns clients validate with.
+    if name.trim_matches(|c: char| c.is_whitespace() || c == '\u{feff}') != name {
         return Err(AppError::InvalidName(
             "a name may not start or end with white space".into(),
         ));

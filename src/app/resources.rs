@@ -1,6 +1,8 @@
 //! The typed results of the use cases, as `http` serialises them and `openapi.yaml`
 //! documents them.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -11,6 +13,7 @@ use crate::engine::{
     Cell, Clock, Event, HouseOptions, Match, MatchResult, MatchView, Outcome, Phase, RuleSetId,
     SunkShip, Viewer,
 };
+use crate::store::StoredEvent;
 
 /// A registered player with a fresh token.
 #[derive(Clone, Debug, Serialize, ToSchema)]
@@ -40,6 +43,7 @@ pub struct PlayerProfile {
 pub struct NewMatch {
     /// `statki` (default), `classic` or `battaglia`.
     #[serde(default)]
+    #[schema(value_type = Option<RuleSetId>)]
     pub ruleset: Option<String>,
     #[serde(default)]
     pub ranked: bool,
@@ -47,10 +51,23 @@ pub struct NewMatch {
     pub options: Option<HouseOptions>,
     /// Unranked only: own clocks within bounds (placement 5–600 s, shot 2–120 s).
     #[serde(default)]
+    #[schema(value_type = Option<OwnClock>)]
     pub clock: Option<Clock>,
     /// A direct challenge: only this player may join.
     #[serde(default)]
     pub opponent: Option<Uuid>,
+}
+
+/// An unranked match's own clocks, in whole seconds (the schema of `NewMatch.clock`).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct OwnClock {
+    /// Time both players share to place their fleets, from the second player's join.
+    #[schema(minimum = 5, maximum = 600)]
+    placement_seconds: u32,
+    /// Time for every single shot, restarted after each shot.
+    #[schema(minimum = 2, maximum = 120)]
+    shot_seconds: u32,
 }
 
 /// A match as one caller sees it.
@@ -65,6 +82,10 @@ pub struct MatchResource {
     pub deadline_ms_left: Option<i64>,
     #[serde(flatten)]
     pub view: MatchView,
+    /// The name of every player the view names (seats and the invited player), by id.
+    /// Reads carry it; the answers to commands leave it out.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub names: BTreeMap<Uuid, String>,
 }
 
 impl MatchResource {
@@ -84,6 +105,7 @@ impl MatchResource {
             created_at,
             deadline_ms_left: ms_left(state.deadline, now),
             view: state.view(viewer_of(state, viewer)),
+            names: BTreeMap::new(),
         }
     }
 }
@@ -146,6 +168,33 @@ pub struct EventResource {
     pub at: DateTime<Utc>,
     #[serde(flatten)]
     pub event: Event,
+    /// For an event that sets a clock: milliseconds from `at` to its `deadline`, so a
+    /// client can show the clock without comparing its own time with the server's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline_ms_left: Option<i64>,
+    /// The names of the match's players, by id.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub names: BTreeMap<Uuid, String>,
+}
+
+impl EventResource {
+    pub fn new(stored: &StoredEvent, event: Event, names: BTreeMap<Uuid, String>) -> Self {
+        let deadline = match &event {
+            Event::MatchCreated { deadline, .. }
+            | Event::PlayerJoined { deadline, .. }
+            | Event::BattleStarted { deadline, .. }
+            | Event::ClockExtended { deadline, .. } => Some(*deadline),
+            Event::ShotFired { deadline, .. } => *deadline,
+            _ => None,
+        };
+        Self {
+            seq: stored.seq,
+            at: stored.at,
+            deadline_ms_left: ms_left(deadline, stored.at),
+            event,
+            names,
+        }
+    }
 }
 
 /// Milliseconds from `now` until `deadline`, never negative.

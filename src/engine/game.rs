@@ -182,7 +182,8 @@ pub enum Event {
         next_turn: Option<Uuid>,
         deadline: Option<DateTime<Utc>>,
     },
-    /// The running clock was moved by `seconds` (time lost to a service outage is given back).
+    /// The running clock was moved by `milliseconds` (time lost to a service outage is given
+    /// back).
     ClockExtended {
         deadline: DateTime<Utc>,
         milliseconds: i64,

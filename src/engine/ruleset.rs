@@ -232,6 +232,17 @@ impl MatchRules {
         self.preset().extra_shot_on_hit || self.options.extra_shot_on_hit
     }
 
+    /// The rules as played, for showing: the options state what holds in this match, the
+    /// preset's own behaviour included (a `classic` match shoots again after a hit).
+    pub fn effective(self) -> Self {
+        Self {
+            options: HouseOptions {
+                extra_shot_on_hit: self.extra_shot_on_hit(),
+            },
+            ..self
+        }
+    }
+
     /// Whether anything departs from the preset's standard rules (clock aside).
     pub fn has_house_options(&self) -> bool {
         self.options != HouseOptions::default()

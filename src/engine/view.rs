@@ -235,7 +235,7 @@ impl Match {
             Viewer::Spectator => None,
         };
         MatchView {
-            rules: self.rules,
+            rules: self.rules.effective(),
             ranked: self.ranked,
             phase: self.phase,
             players: self.players(),

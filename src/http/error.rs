@@ -14,28 +14,104 @@ use utoipa::ToSchema;
 use crate::app::AppError;
 use crate::engine::Refusal;
 
+/// Declares [`ErrorCode`]: every `code` the API can answer, in one list, so the OpenAPI
+/// enum and the answers cannot drift apart (a test holds each code to its serde name).
+macro_rules! error_codes {
+    ($($(#[doc = $doc:literal])* $variant:ident = $code:literal,)*) => {
+        /// Stable machine-readable code of a problem.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, ToSchema)]
+        #[serde(rename_all = "snake_case")]
+        pub enum ErrorCode {
+            $($(#[doc = $doc])* $variant,)*
+        }
+
+        impl ErrorCode {
+            /// Every code, in declaration order.
+            pub const ALL: &[ErrorCode] = &[$(ErrorCode::$variant,)*];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(ErrorCode::$variant => $code,)*
+                }
+            }
+        }
+    };
+}
+
+error_codes! {
+    InvalidCell = "invalid_cell",
+    OffBoard = "off_board",
+    Overlap = "overlap",
+    ShipsTouching = "ships_touching",
+    UnknownShip = "unknown_ship",
+    ShipNotPlaced = "ship_not_placed",
+    WrongFleetSize = "wrong_fleet_size",
+    FleetLocked = "fleet_locked",
+    WrongPhase = "wrong_phase",
+    NotAPlayer = "not_a_player",
+    NotYourTurn = "not_your_turn",
+    AlreadyShot = "already_shot",
+    AlreadyKnown = "already_known",
+    OwnMatch = "own_match",
+    NotInvited = "not_invited",
+    NotDue = "not_due",
+    InvalidOption = "invalid_option",
+    NotFound = "not_found",
+    NameTaken = "name_taken",
+    InvalidName = "invalid_name",
+    UnknownRuleset = "unknown_ruleset",
+    RankedNeedsStandardRules = "ranked_needs_standard_rules",
+    IdempotencyKeyReused = "idempotency_key_reused",
+    IdempotencyKeyInProgress = "idempotency_key_in_progress",
+    InvalidIdempotencyKey = "invalid_idempotency_key",
+    Unauthorized = "unauthorized",
+    Unavailable = "unavailable",
+    Internal = "internal",
+    PayloadTooLarge = "payload_too_large",
+    UnsupportedMediaType = "unsupported_media_type",
+    InvalidBody = "invalid_body",
+    InvalidJson = "invalid_json",
+    InvalidPath = "invalid_path",
+    InvalidQuery = "invalid_query",
+    InvalidCursor = "invalid_cursor",
+    InvalidLastEventId = "invalid_last_event_id",
+    MethodNotAllowed = "method_not_allowed",
+    TooManyStreams = "too_many_streams",
+    AlreadyQueued = "already_queued",
+    NotQueued = "not_queued",
+    InMatch = "in_match",
+    RematchUnavailable = "rematch_unavailable",
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// An RFC 9457 problem document.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct Problem {
     /// A URI naming the problem kind: `urn:statki:problem:<code>`.
     #[serde(rename = "type")]
+    #[schema(example = "urn:statki:problem:not_your_turn")]
     pub kind: String,
     pub title: String,
+    #[schema(minimum = 400, maximum = 599)]
     pub status: u16,
     pub detail: String,
-    /// Stable machine-readable code, e.g. `not_your_turn`.
-    pub code: String,
+    pub code: ErrorCode,
 }
 
 #[derive(Clone, Debug)]
 pub struct ApiError {
     pub status: StatusCode,
-    pub code: &'static str,
+    pub code: ErrorCode,
     pub detail: String,
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> Self {
+    pub fn new(status: StatusCode, code: ErrorCode, detail: impl Into<String>) -> Self {
         Self {
             status,
             code,
@@ -44,11 +120,11 @@ impl ApiError {
     }
 
     pub fn unauthorized(detail: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", detail)
+        Self::new(StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized, detail)
     }
 
     pub fn not_found(detail: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not_found", detail)
+        Self::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, detail)
     }
 }
 
@@ -59,7 +135,7 @@ impl IntoResponse for ApiError {
             title: self.status.canonical_reason().unwrap_or("Error").to_owned(),
             status: self.status.as_u16(),
             detail: self.detail,
-            code: self.code.to_owned(),
+            code: self.code,
         };
         let mut response = (self.status, Json(problem)).into_response();
         response.headers_mut().insert(
@@ -124,10 +200,22 @@ fn status_of(error: &AppError) -> StatusCode {
     }
 }
 
+impl ErrorCode {
+    /// The code named `text`, if it is one.
+    pub fn parse(text: &str) -> Option<ErrorCode> {
+        ErrorCode::ALL
+            .iter()
+            .copied()
+            .find(|code| code.as_str() == text)
+    }
+}
+
 impl From<AppError> for ApiError {
     fn from(error: AppError) -> Self {
         let status = status_of(&error);
-        let code = error.code();
+        // Every application code is one of ours (a test holds each kind to it); a stray one
+        // would be a fault of ours, told as such rather than as an unlisted code.
+        let code = ErrorCode::parse(error.code()).unwrap_or(ErrorCode::Internal);
         if status == StatusCode::SERVICE_UNAVAILABLE {
             tracing::error!(%error, "database unavailable");
             return ApiError::new(
@@ -152,18 +240,22 @@ impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> Self {
         let detail = rejection.body_text();
         match rejection.status() {
-            StatusCode::PAYLOAD_TOO_LARGE => {
-                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", detail)
-            }
+            StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                ErrorCode::PayloadTooLarge,
+                detail,
+            ),
             StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
+                ErrorCode::UnsupportedMediaType,
                 "send a JSON body with Content-Type: application/json",
             ),
-            StatusCode::UNPROCESSABLE_ENTITY => {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", detail)
-            }
-            _ => ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", detail),
+            StatusCode::UNPROCESSABLE_ENTITY => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                ErrorCode::InvalidBody,
+                detail,
+            ),
+            _ => ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidJson, detail),
         }
     }
 }
@@ -172,7 +264,7 @@ impl From<PathRejection> for ApiError {
     fn from(rejection: PathRejection) -> Self {
         ApiError::new(
             StatusCode::BAD_REQUEST,
-            "invalid_path",
+            ErrorCode::InvalidPath,
             rejection.body_text(),
         )
     }
@@ -182,8 +274,71 @@ impl From<QueryRejection> for ApiError {
     fn from(rejection: QueryRejection) -> Self {
         ApiError::new(
             StatusCode::BAD_REQUEST,
-            "invalid_query",
+            ErrorCode::InvalidQuery,
             rejection.body_text(),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_application_error_and_refusal_has_a_listed_code() {
+        use crate::auth::TokenError;
+        let refusals = [
+            Refusal::InvalidCell("Z".into()),
+            Refusal::OffBoard,
+            Refusal::Overlap,
+            Refusal::ShipsTouching,
+            Refusal::ShipNotPlaced(0),
+            Refusal::FleetLocked,
+            Refusal::NotAPlayer,
+            Refusal::NotYourTurn,
+            Refusal::AlreadyShot,
+            Refusal::AlreadyKnown,
+            Refusal::OwnMatch,
+            Refusal::NotInvited,
+            Refusal::NotDue,
+            Refusal::InvalidOption(String::new()),
+        ];
+        for refusal in refusals {
+            let code = refusal.code();
+            assert!(ErrorCode::parse(code).is_some(), "{code}");
+            assert_eq!(ApiError::from(AppError::Rule(refusal)).code.as_str(), code);
+        }
+        let errors = [
+            AppError::NotFound("match"),
+            AppError::NameTaken(String::new()),
+            AppError::InvalidName(String::new()),
+            AppError::UnknownRuleset(String::new()),
+            AppError::RankedNeedsStandardRules(""),
+            AppError::IdempotencyMismatch,
+            AppError::IdempotencyInProgress,
+            AppError::UnknownPlayer,
+            AppError::AlreadyQueued,
+            AppError::NotQueued,
+            AppError::InMatch,
+            AppError::RematchUnavailable(""),
+            AppError::ShuttingDown,
+            AppError::Unavailable(String::new()),
+            AppError::Corrupt(String::new()),
+            AppError::Database(sqlx::Error::RowNotFound),
+            AppError::Token(TokenError::Expired),
+        ];
+        for error in &errors {
+            assert!(ErrorCode::parse(error.code()).is_some(), "{}", error.code());
+        }
+    }
+
+    #[test]
+    fn every_code_serializes_as_its_name() {
+        for code in ErrorCode::ALL {
+            assert_eq!(
+                serde_json::to_value(code).ok(),
+                Some(serde_json::Value::from(code.as_str()))
+            );
+        }
     }
 }

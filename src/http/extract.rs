@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::AppState;
-use super::error::ApiError;
+use super::error::{ApiError, ErrorCode};
 use crate::app::Idempotency;
 
 /// A JSON body; malformed, mistyped or oversized bodies are problems.
@@ -59,6 +59,8 @@ impl FromRequestParts<AppState> for Caller {
 
 /// Longest accepted `Idempotency-Key`.
 pub const IDEMPOTENCY_KEY_MAX: usize = 255;
+/// What an `Idempotency-Key` is made of: visible ASCII, no spaces.
+pub const IDEMPOTENCY_KEY_PATTERN: &str = "^[!-~]+$";
 
 /// The optional `Idempotency-Key` header. The request digest is filled in by the handler
 /// from the method, path and body.
@@ -75,11 +77,15 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
         let key = value
             .to_str()
             .ok()
-            .filter(|key| !key.is_empty() && key.len() <= IDEMPOTENCY_KEY_MAX)
+            .filter(|key| {
+                !key.is_empty()
+                    && key.len() <= IDEMPOTENCY_KEY_MAX
+                    && key.bytes().all(|byte| byte.is_ascii_graphic())
+            })
             .ok_or_else(|| {
                 ApiError::new(
                     axum::http::StatusCode::BAD_REQUEST,
-                    "invalid_idempotency_key",
+                    ErrorCode::InvalidIdempotencyKey,
                     format!("Idempotency-Key must be 1 to {IDEMPOTENCY_KEY_MAX} visible ASCII characters"),
                 )
             })?;

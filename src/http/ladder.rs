@@ -8,7 +8,7 @@ use utoipa::IntoParams;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::AppState;
-use super::error::{ApiError, Problem};
+use super::error::{ApiError, ErrorCode, Problem};
 use super::extract::{ApiPath, ApiQuery};
 use crate::app::ladder::{self, LadderPage};
 use crate::engine::RuleSetId;
@@ -18,11 +18,16 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct LadderQuery {
     /// Cursor: the `next` of the previous page.
+    #[param(
+        pattern = r"^([0-6][0-9a-f]{2}|7[0-9a-e][0-9a-f]|7f[0-9a-e]|[89a-e][0-9a-f]{2}|f[0-9a-e][0-9a-f]|ff[0-9a-e])[0-9a-f]{13}\.[0-9a-f]{32}$"
+    )]
     pub after: Option<String>,
     /// Entries per page, 1 to 100 (default 50).
+    #[param(minimum = 1, maximum = 100)]
     pub limit: Option<i64>,
 }
 
@@ -30,9 +35,9 @@ pub struct LadderQuery {
 /// Players appear after their first rated match.
 #[utoipa::path(
     get, path = "/v1/ladder/{ruleset}", tag = "ladder",
-    params(("ruleset" = String, Path, description = "`statki`, `classic` or `battaglia`"), LadderQuery),
+    params(("ruleset" = RuleSetId, Path, description = "The ladder's rule set"), LadderQuery),
     responses(
-        (status = 200, body = LadderPage),
+        (status = 200, description = "A page of the ladder, best first", body = LadderPage),
         (status = 400, description = "`invalid_cursor`, `invalid_query`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`unknown_ruleset`", body = Problem, content_type = "application/problem+json"),
     )
@@ -45,7 +50,7 @@ async fn get_ladder(
     let id = RuleSetId::parse(&ruleset).ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_FOUND,
-            "unknown_ruleset",
+            ErrorCode::UnknownRuleset,
             format!("unknown rule set `{ruleset}`: use statki, classic or battaglia"),
         )
     })?;
@@ -53,7 +58,7 @@ async fn get_ladder(
     if !(1..=ladder::PAGE_MAX).contains(&limit) {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
-            "invalid_query",
+            ErrorCode::InvalidQuery,
             format!("limit must be between 1 and {}", ladder::PAGE_MAX),
         ));
     }
@@ -62,7 +67,7 @@ async fn get_ladder(
         Some(text) => Some(ladder::parse_cursor(text).ok_or_else(|| {
             ApiError::new(
                 StatusCode::BAD_REQUEST,
-                "invalid_cursor",
+                ErrorCode::InvalidCursor,
                 "`after` must be the `next` cursor of a previous page",
             )
         })?),

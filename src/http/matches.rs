@@ -9,12 +9,14 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 use super::AppState;
-use super::error::{ApiError, Problem};
+use super::error::{ApiError, ErrorCode, Problem};
 use super::extract::{ApiJson, ApiPath, ApiQuery, Caller, IdempotencyKey};
+use crate::app::reads::{self, MatchPage};
 use crate::app::{
     Answer, AppError, EventResource, Idempotency, MatchResource, NewMatch, ShotAnswer,
 };
 use crate::engine::{Cell, Command, Orientation, Placement};
+use crate::store::listing::{Cursor, Listing};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -32,8 +34,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[derive(Clone, Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ShipPosition {
-    /// The bow: the ship's top-left end, `A1`…`J10`.
-    #[schema(example = "B3")]
+    /// The bow: the ship's top-left end, `A1`…`J10` (letters in either case).
+    #[schema(example = "B3", pattern = "^[A-Ja-j](10|[1-9])$")]
     pub cell: String,
     pub orientation: Orientation,
 }
@@ -57,18 +59,68 @@ pub struct FleetRequest {
 #[derive(Clone, Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ShotRequest {
-    #[schema(example = "E5")]
+    /// A cell of the opponent's sea, `A1`…`J10` (letters in either case).
+    #[schema(example = "E5", pattern = "^[A-Ja-j](10|[1-9])$")]
     pub cell: String,
 }
 
-#[derive(Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-pub struct ListQuery {
-    /// Only `open` (waiting for an opponent) is supported.
-    pub status: Option<String>,
+/// Which matches `GET /v1/matches` lists.
+#[derive(Clone, Copy, Debug, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ListStatus {
+    /// Waiting for an opponent and joinable by the caller, the caller's own included
+    /// (there `you` is set).
+    #[default]
+    Open,
+    /// Being played (placement or battle), for spectators.
+    Live,
 }
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// `open` (the default) or `live`.
+    #[param(inline)]
+    pub status: Option<ListStatus>,
+    /// Cursor: the `next` of the previous page.
+    #[param(pattern = r"^[0-9]{1,16}\.[0-9a-f]{32}$")]
+    pub after: Option<String>,
+    /// Matches per page, 1 to 100 (default 50).
+    #[param(minimum = 1, maximum = 100)]
+    pub limit: Option<i64>,
+}
+
+/// A page size from `?limit`, within bounds.
+pub fn page_limit(limit: Option<i64>) -> Result<i64, ApiError> {
+    let limit = limit.unwrap_or(reads::LIST_PAGE_DEFAULT);
+    if !(1..=reads::LIST_PAGE_MAX).contains(&limit) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidQuery,
+            format!("limit must be between 1 and {}", reads::LIST_PAGE_MAX),
+        ));
+    }
+    Ok(limit)
+}
+
+/// A list cursor from `?after`.
+pub fn page_cursor(after: Option<&str>) -> Result<Option<Cursor>, ApiError> {
+    after
+        .map(|text| {
+            reads::parse_cursor(text).ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    ErrorCode::InvalidCursor,
+                    "`after` must be the `next` cursor of a previous page",
+                )
+            })
+        })
+        .transpose()
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct EventsQuery {
     /// Only events with a greater sequence number (0 = all). At most 500 are returned.
@@ -101,8 +153,8 @@ async fn answer_with_view(
     security(("bearer" = [])),
     params(("Idempotency-Key" = Option<String>, Header, description = "Retry-safe key, scoped to the caller")),
     responses(
-        (status = 201, body = MatchResource),
-        (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
+        (status = 201, description = "The new match as its creator sees it", body = MatchResource),
+        (status = 404, description = "`not_found`: no player has the opponent id", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`own_match` (challenging yourself), `idempotency_key_in_progress`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`unknown_ruleset`, `invalid_option`, `ranked_needs_standard_rules`, `invalid_body`, `idempotency_key_reused`", body = Problem, content_type = "application/problem+json"),
     )
@@ -121,29 +173,35 @@ async fn create_match(
     Ok((StatusCode::CREATED, Json(created)))
 }
 
-/// Matches waiting for an opponent that the caller may join (oldest first, 100 at most).
+/// Matches newest first, a page at a time: `status=open` (the default) lists those waiting
+/// for an opponent that the caller may join, the caller's own included and marked by
+/// `you`; `status=live` lists those being played, for spectators.
 #[utoipa::path(
     get, path = "/v1/matches", tag = "matches",
     params(ListQuery),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = Vec<MatchResource>),
-        (status = 400, description = "`invalid_query`", body = Problem, content_type = "application/problem+json"),
+        (status = 200, description = "A page of matches as the caller sees them", body = MatchPage),
+        (status = 400, description = "`invalid_cursor`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn list_matches(
     State(state): State<AppState>,
     Caller(caller): Caller,
     ApiQuery(query): ApiQuery<ListQuery>,
-) -> Result<Json<Vec<MatchResource>>, ApiError> {
-    match query.status.as_deref() {
-        None | Some("open") => Ok(Json(state.app.open_matches(caller).await?)),
-        Some(other) => Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_query",
-            format!("status `{other}` is not supported; use status=open"),
-        )),
-    }
+) -> Result<Json<MatchPage>, ApiError> {
+    let limit = page_limit(query.limit)?;
+    let after = page_cursor(query.after.as_deref())?;
+    let listing = match query.status.unwrap_or_default() {
+        ListStatus::Open => Listing::Open { viewer: caller },
+        ListStatus::Live => Listing::Live,
+    };
+    Ok(Json(
+        state
+            .app
+            .list_matches(listing, caller, after, limit)
+            .await?,
+    ))
 }
 
 /// The caller's view: a participant's own side, or a spectator's.
@@ -152,7 +210,7 @@ async fn list_matches(
     params(("id" = Uuid, Path)),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = MatchResource),
+        (status = 200, description = "The match as the caller sees it (participant or spectator)", body = MatchResource),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -170,7 +228,7 @@ async fn get_match(
     params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header)),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = MatchResource),
+        (status = 200, description = "The match as the caller sees it after the change", body = MatchResource),
         (status = 403, description = "`not_invited`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`wrong_phase`, `own_match`", body = Problem, content_type = "application/problem+json"),
@@ -189,11 +247,11 @@ async fn join_match(
 /// Place or move ship `index` (0-based, fleet order). Placing the last ship locks the fleet.
 #[utoipa::path(
     put, path = "/v1/matches/{id}/ships/{index}", tag = "matches",
-    params(("id" = Uuid, Path), ("index" = usize, Path), ("Idempotency-Key" = Option<String>, Header)),
+    params(("id" = Uuid, Path), ("index" = u8, Path, minimum = 0, maximum = 9, description = "The ship's place in the fleet order, from 0"), ("Idempotency-Key" = Option<String>, Header)),
     request_body = ShipPosition,
     security(("bearer" = [])),
     responses(
-        (status = 200, body = MatchResource),
+        (status = 200, description = "The match as the caller sees it after the change", body = MatchResource),
         (status = 403, description = "`not_a_player`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`wrong_phase`, `fleet_locked`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid_cell`, `off_board`, `overlap`, `ships_touching`, `unknown_ship`", body = Problem, content_type = "application/problem+json"),
@@ -215,10 +273,11 @@ async fn place_ship(
 /// Pick ship `index` up again (only while the fleet is not locked).
 #[utoipa::path(
     delete, path = "/v1/matches/{id}/ships/{index}", tag = "matches",
-    params(("id" = Uuid, Path), ("index" = usize, Path)),
+    params(("id" = Uuid, Path), ("index" = u8, Path, minimum = 0, maximum = 9, description = "The ship's place in the fleet order, from 0")),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = MatchResource),
+        (status = 200, description = "The match as the caller sees it after the change", body = MatchResource),
+        (status = 403, description = "`not_a_player`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`wrong_phase`, `fleet_locked`, `ship_not_placed`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`unknown_ship`", body = Problem, content_type = "application/problem+json"),
     )
@@ -238,7 +297,8 @@ async fn remove_ship(
     request_body = FleetRequest,
     security(("bearer" = [])),
     responses(
-        (status = 200, body = MatchResource),
+        (status = 200, description = "The match as the caller sees it after the change", body = MatchResource),
+        (status = 403, description = "`not_a_player`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`wrong_phase`, `fleet_locked`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid_cell`, `off_board`, `overlap`, `ships_touching`, `wrong_fleet_size`", body = Problem, content_type = "application/problem+json"),
     )
@@ -267,7 +327,7 @@ async fn place_fleet(
     request_body = ShotRequest,
     security(("bearer" = [])),
     responses(
-        (status = 200, body = ShotAnswer),
+        (status = 200, description = "What the shot found, the turn and the clock after it", body = ShotAnswer),
         (status = 403, description = "`not_a_player`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`wrong_phase`, `not_your_turn`, `already_shot`, `already_known`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid_cell`, `off_board`", body = Problem, content_type = "application/problem+json"),
@@ -291,7 +351,7 @@ async fn fire(
     params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header)),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = MatchResource),
+        (status = 200, description = "The match as the caller sees it after the change", body = MatchResource),
         (status = 403, description = "`not_a_player`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`wrong_phase`", body = Problem, content_type = "application/problem+json"),
     )
@@ -312,7 +372,7 @@ async fn resign(
     params(("id" = Uuid, Path), EventsQuery),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = Vec<EventResource>),
+        (status = 200, description = "The events after `after`, in order, at most 500", body = Vec<EventResource>),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
     )
 )]

@@ -1,6 +1,7 @@
 //! The HTTP face of the service: per-resource routers, problem+json errors, middleware.
 //! Only this module knows status codes.
 
+mod contract;
 pub mod error;
 pub mod extract;
 mod ladder;
@@ -28,7 +29,7 @@ use utoipa_axum::router::OpenApiRouter;
 
 use crate::app::App;
 use crate::live::Hub;
-use error::ApiError;
+use error::{ApiError, ErrorCode};
 
 /// Largest accepted request body.
 pub const BODY_LIMIT_BYTES: usize = 16 * 1024;
@@ -55,9 +56,10 @@ pub struct HttpSettings {
     info(
         title = "Statki",
         description = "An authoritative HTTP/JSON Battleship service. Every refusal is an RFC 9457 problem (application/problem+json) with a stable `code`.",
-        license(name = "MIT OR Apache-2.0")
+        license(name = "MIT OR Apache-2.0", identifier = "MIT OR Apache-2.0")
     ),
-    components(schemas(error::Problem)),
+    servers((url = "/", description = "The server this document is served from")),
+    components(schemas(error::Problem, stream::Notice, crate::app::EventResource)),
     modifiers(&BearerAuth),
     tags(
         (name = "players", description = "Registration and profiles"),
@@ -102,7 +104,9 @@ fn routes() -> OpenApiRouter<AppState> {
 
 /// The OpenAPI document, generated from the handlers themselves.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    routes().split_for_parts().1
+    let mut doc = routes().split_for_parts().1;
+    contract::complete(&mut doc);
+    doc
 }
 
 /// The whole application, as `main` serves it and tests build it.
@@ -145,6 +149,16 @@ fn cors(origins: &[String]) -> CorsLayer {
             HeaderName::from_static("idempotency-key"),
             HeaderName::from_static("last-event-id"),
         ])
+        .expose_headers([
+            axum::http::header::RETRY_AFTER,
+            axum::http::header::WWW_AUTHENTICATE,
+            HeaderName::from_static("x-request-id"),
+            HeaderName::from_static("ratelimit"),
+            HeaderName::from_static("ratelimit-policy"),
+            HeaderName::from_static("ratelimit-limit"),
+            HeaderName::from_static("ratelimit-remaining"),
+            HeaderName::from_static("ratelimit-reset"),
+        ])
         .max_age(Duration::from_secs(600))
 }
 
@@ -155,7 +169,7 @@ async fn fallback() -> ApiError {
 async fn method_not_allowed() -> ApiError {
     ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
+        ErrorCode::MethodNotAllowed,
         "this route does not take that method",
     )
 }

@@ -11,7 +11,9 @@ use uuid::Uuid;
 use super::AppState;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath, ApiQuery, Caller};
-use crate::app::{MatchResource, PlayerCreated, PlayerProfile};
+use crate::app::reads::MatchPage;
+use crate::app::{PlayerCreated, PlayerProfile};
+use crate::store::listing::Listing;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -23,7 +25,14 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[derive(Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewPlayer {
-    /// 1–32 characters, unique regardless of case.
+    /// 1–32 characters, unique regardless of case; no control characters, and no white
+    /// space at either end.
+    #[schema(
+        min_length = 1,
+        max_length = 32,
+        pattern = r"^[^\s\x00-\x1f\x7f-\x9f]([^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f])?$",
+        example = "Ala"
+    )]
     pub name: String,
 }
 
@@ -32,7 +41,7 @@ pub struct NewPlayer {
     post, path = "/v1/players", tag = "players",
     request_body = NewPlayer,
     responses(
-        (status = 201, body = PlayerCreated),
+        (status = 201, description = "The new player with a bearer token", body = PlayerCreated),
         (status = 409, description = "`name_taken`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid_name`, `invalid_body`", body = Problem, content_type = "application/problem+json"),
     )
@@ -50,7 +59,7 @@ async fn create_player(
     get, path = "/v1/players/{id}", tag = "players",
     params(("id" = Uuid, Path, description = "Player id")),
     responses(
-        (status = 200, body = PlayerProfile),
+        (status = 200, description = "The player's public profile", body = PlayerProfile),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -62,21 +71,26 @@ async fn get_player(
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct MatchesPage {
-    /// Cursor: only matches created before this time (the last `created_at` of a page).
-    pub before: Option<chrono::DateTime<chrono::Utc>>,
+    /// Cursor: the `next` of the previous page.
+    #[param(pattern = r"^[0-9]{1,16}\.[0-9a-f]{32}$")]
+    pub after: Option<String>,
+    /// Matches per page, 1 to 100 (default 50).
+    #[param(minimum = 1, maximum = 100)]
+    pub limit: Option<i64>,
 }
 
-/// A player's matches, newest first, 100 a page.
+/// A player's matches, newest first, a page at a time.
 #[utoipa::path(
     get, path = "/v1/players/{id}/matches", tag = "players",
     params(("id" = Uuid, Path, description = "Player id"), MatchesPage),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = Vec<MatchResource>),
-        (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
+        (status = 200, description = "A page of the player's matches as the caller sees them", body = MatchPage),
+        (status = 400, description = "`invalid_cursor`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`: no such player", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn player_matches(
@@ -84,8 +98,14 @@ async fn player_matches(
     Caller(caller): Caller,
     ApiPath(id): ApiPath<Uuid>,
     ApiQuery(page): ApiQuery<MatchesPage>,
-) -> Result<Json<Vec<MatchResource>>, ApiError> {
+) -> Result<Json<MatchPage>, ApiError> {
+    let limit = super::matches::page_limit(page.limit)?;
+    let after = super::matches::page_cursor(page.after.as_deref())?;
+    let listing = Listing::PlayerOf { player: id };
     Ok(Json(
-        state.app.player_matches(id, caller, page.before).await?,
+        state
+            .app
+            .list_matches(listing, caller, after, limit)
+            .await?,
     ))
 }

@@ -13,6 +13,7 @@ use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath, Caller, IdempotencyKey};
 use crate::app::Answer;
 use crate::app::matchmaking::{self, QueueState, RematchState};
+use crate::engine::RuleSetId;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -24,7 +25,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(deny_unknown_fields)]
 pub struct QueueRequest {
     /// The ladder to play on: `statki`, `classic` or `battaglia`.
-    #[schema(example = "statki")]
+    #[schema(example = "statki", value_type = RuleSetId)]
     pub ruleset: String,
 }
 
@@ -61,7 +62,7 @@ async fn join_queue(
     get, path = "/v1/queue", tag = "matchmaking",
     security(("bearer" = [])),
     responses(
-        (status = 200, body = QueueState),
+        (status = 200, description = "The caller's place in the queue", body = QueueState),
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -77,7 +78,7 @@ async fn queue_state(
     delete, path = "/v1/queue", tag = "matchmaking",
     security(("bearer" = [])),
     responses(
-        (status = 200, body = QueueState),
+        (status = 200, description = "The caller's place in the queue", body = QueueState),
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_queued`", body = Problem, content_type = "application/problem+json"),
     )
@@ -99,7 +100,7 @@ async fn leave_queue(
     params(("id" = Uuid, Path)),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = RematchState),
+        (status = 200, description = "The rematch state of the match", body = RematchState),
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "`not_a_player`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
@@ -122,7 +123,7 @@ async fn ask_rematch(
     params(("id" = Uuid, Path)),
     security(("bearer" = [])),
     responses(
-        (status = 200, body = RematchState),
+        (status = 200, description = "The rematch state of the match", body = RematchState),
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
     )

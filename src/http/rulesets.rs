@@ -35,7 +35,7 @@ pub struct RuleSets {
 }
 
 /// The presets: fleets, touching, extra shots, what a sink reveals, clocks.
-#[utoipa::path(get, path = "/v1/rulesets", tag = "rulesets", responses((status = 200, body = RuleSets)))]
+#[utoipa::path(get, path = "/v1/rulesets", tag = "rulesets", responses((status = 200, description = "The presets and clocks", body = RuleSets)))]
 async fn list_rulesets(State(state): State<AppState>) -> Json<RuleSets> {
     let settings = state.app.settings();
     Json(RuleSets {

@@ -9,14 +9,53 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde::Deserialize;
-use utoipa::IntoParams;
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 use super::AppState;
-use super::error::{ApiError, Problem};
+use super::error::{ApiError, ErrorCode, Problem};
 use super::extract::{ApiPath, ApiQuery, Caller};
 use crate::live::{Feed, LiveError, LiveItem};
+
+/// What a notice is about.
+#[derive(serde::Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)]
+pub enum NoticeKind {
+    /// A direct challenge to the caller: `match_id`, `from`, `ruleset`, `ranked`.
+    Challenge,
+    /// Someone took the second seat of the caller's match: `match_id`, `player`.
+    OpponentJoined,
+    /// The ranked queue paired the caller: `match_id`, `opponent`, `ruleset`, `ranked`.
+    Paired,
+    /// The opponent of a finished match offers a rematch: `match_id`, `from`, `ruleset`,
+    /// `ranked`, `expires_at`.
+    RematchOffered,
+    /// A rematch started: `match_id` (the new match), `previous`, `ruleset`, `ranked`.
+    RematchStarted,
+}
+
+/// One notice of the caller's own feed: the `data` of each `GET /v1/stream` event (whose
+/// `event:` is the `kind` and `id:` the `seq`).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct Notice {
+    /// The notice's number on the caller's feed.
+    seq: i64,
+    at: chrono::DateTime<chrono::Utc>,
+    kind: NoticeKind,
+    match_id: Uuid,
+    from: Option<Uuid>,
+    player: Option<Uuid>,
+    opponent: Option<Uuid>,
+    previous: Option<Uuid>,
+    ruleset: Option<crate::engine::RuleSetId>,
+    ranked: Option<bool>,
+    expires_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// The names of the players the notice names, by id.
+    names: std::collections::BTreeMap<Uuid, String>,
+}
 
 /// Seconds a refused client is asked to wait before trying again.
 const RETRY_AFTER_SECONDS: &str = "5";
@@ -28,6 +67,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct StreamQuery {
     /// Start after this sequence number (0 = from the beginning). A `Last-Event-ID`
@@ -47,7 +87,7 @@ fn resume_point(headers: &HeaderMap, query: &StreamQuery) -> Result<i64, ApiErro
                 Some(text.parse::<i64>().map_err(|_| {
                     ApiError::new(
                         StatusCode::BAD_REQUEST,
-                        "invalid_last_event_id",
+                        ErrorCode::InvalidLastEventId,
                         "Last-Event-ID must be the id of an event this stream sent",
                     )
                 })?)
@@ -61,9 +101,12 @@ fn live_error(error: LiveError) -> Response {
     let detail = error.to_string();
     match error {
         LiveError::TooManyForPlayer(_) | LiveError::TooManyForReplica(_) => {
-            let mut response =
-                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_streams", detail)
-                    .into_response();
+            let mut response = ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                ErrorCode::TooManyStreams,
+                detail,
+            )
+            .into_response();
             response.headers_mut().insert(
                 header::RETRY_AFTER,
                 HeaderValue::from_static(RETRY_AFTER_SECONDS),
@@ -71,9 +114,12 @@ fn live_error(error: LiveError) -> Response {
             response
         }
         LiveError::NotFound => ApiError::not_found(detail).into_response(),
-        LiveError::Closed => {
-            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", detail).into_response()
-        }
+        LiveError::Closed => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::Unavailable,
+            detail,
+        )
+        .into_response(),
         LiveError::Store(error) => {
             ApiError::from(crate::app::AppError::from(error)).into_response()
         }
@@ -101,9 +147,10 @@ fn sse(state: &AppState, feed: Feed) -> Response {
 
 /// A match's events as server-sent events, redacted for the caller (participant or
 /// spectator): first those after `Last-Event-ID` (or `?after`), then live ones. Each has
-/// `id:` = its sequence number, `event:` = its kind, and `data:` = the same JSON object as
-/// `GET /v1/matches/{id}/events`. A comment line is sent every 15 s of silence. The
-/// stream ends after the event that ends the match, when the whole record is public.
+/// `id:` = its sequence number, `event:` = its kind, and `data:` = an `EventResource`, the
+/// same JSON object as in `GET /v1/matches/{id}/events`. A comment line is sent every 15 s
+/// of silence. The stream ends after the event that ends the match, when the whole record
+/// is public.
 #[utoipa::path(
     get, path = "/v1/matches/{id}/stream", tag = "live",
     params(
@@ -141,8 +188,8 @@ async fn match_stream(
 }
 
 /// The caller's own feed as server-sent events: challenges, opponents joining, queue
-/// pairings, rematch offers. `id:` = the notice's number, `event:` = its kind, `data:` =
-/// `{seq, at, kind, …fields}`. Resumes after `Last-Event-ID` (or `?after`); never ends
+/// pairings, rematch offers. `id:` = the notice's number, `event:` = its kind, `data:` = a
+/// `Notice`. Resumes after `Last-Event-ID` (or `?after`); never ends
 /// by itself.
 #[utoipa::path(
     get, path = "/v1/stream", tag = "live",

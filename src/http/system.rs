@@ -6,7 +6,7 @@ use axum::response::IntoResponse;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::AppState;
-use super::error::ApiError;
+use super::error::{ApiError, ErrorCode};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -17,21 +17,21 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 /// Liveness: the process answers.
-#[utoipa::path(get, path = "/healthz", tag = "system", responses((status = 200, description = "ok")))]
+#[utoipa::path(get, path = "/healthz", tag = "system", responses((status = 200, description = "ok", content_type = "text/plain", body = String)))]
 async fn healthz() -> &'static str {
     "ok"
 }
 
 /// Readiness: the database answers.
 #[utoipa::path(get, path = "/readyz", tag = "system", responses(
-    (status = 200, description = "ready"),
-    (status = 503, description = "`unavailable`: the database does not answer"),
+    (status = 200, description = "ready", content_type = "text/plain", body = String),
+    (status = 503, description = "`unavailable`: the database does not answer", body = super::error::Problem, content_type = "application/problem+json"),
 ))]
 async fn readyz(State(state): State<AppState>) -> Result<&'static str, ApiError> {
     state.app.ready().await.map_err(|e| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
+            ErrorCode::Unavailable,
             format!("database: {e}"),
         )
     })?;

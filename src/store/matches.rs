@@ -317,44 +317,6 @@ impl RowColumns {
     }
 }
 
-/// Matches waiting for an opponent that `viewer` may join, oldest first.
-pub async fn list_open(
-    db: impl PgExecutor<'_>,
-    viewer: Uuid,
-    limit: i64,
-) -> Result<Vec<MatchRow>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT id, snapshot, last_seq, created_at FROM matches
-         WHERE phase = 'waiting' AND (invited IS NULL OR invited = $1 OR creator = $1)
-         ORDER BY created_at LIMIT $2",
-    )
-    .bind(viewer)
-    .bind(limit)
-    .fetch_all(db)
-    .await?;
-    rows.iter().map(decode).collect()
-}
-
-/// A player's matches, newest first, before the cursor `before` (a creation time).
-pub async fn list_for_player(
-    db: impl PgExecutor<'_>,
-    player: Uuid,
-    before: Option<DateTime<Utc>>,
-    limit: i64,
-) -> Result<Vec<MatchRow>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT id, snapshot, last_seq, created_at FROM matches
-         WHERE (creator = $1 OR joiner = $1) AND ($2::timestamptz IS NULL OR created_at < $2)
-         ORDER BY created_at DESC LIMIT $3",
-    )
-    .bind(player)
-    .bind(before)
-    .bind(limit)
-    .fetch_all(db)
-    .await?;
-    rows.iter().map(decode).collect()
-}
-
 /// Matches whose clock may have run out by `now` (their `wake_at`, a lower bound of the
 /// deadline, has passed), earliest first, locked for this transaction; rows another
 /// transaction holds are skipped, not waited for. Each row is read as locked, so a command
@@ -426,15 +388,13 @@ pub async fn with_deadline_after(
     db: impl PgExecutor<'_>,
     since: DateTime<Utc>,
 ) -> Result<Vec<(Uuid, DateTime<Utc>)>, StoreError> {
-    Ok(
-        sqlx::query_as(
-            "SELECT id, deadline FROM matches
+    Ok(sqlx::query_as(
+        "SELECT id, deadline FROM matches
              WHERE wake_at IS NOT NULL AND deadline > $1 ORDER BY deadline",
-        )
-            .bind(since)
-            .fetch_all(db)
-            .await?,
     )
+    .bind(since)
+    .fetch_all(db)
+    .await?)
 }
 
 /// The latest sequence number of each of `ids` (one query for any number of matches).

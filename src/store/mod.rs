@@ -3,6 +3,7 @@
 
 pub mod events;
 pub mod idempotency;
+pub mod listing;
 pub mod matches;
 pub mod notices;
 pub mod players;

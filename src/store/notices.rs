@@ -19,7 +19,9 @@ pub struct Notice {
 }
 
 /// Appends a notice to `player`'s feed inside the caller's transaction and announces it
-/// at commit. Per-player numbering is serialised with an advisory lock on the player.
+/// at commit. Per-player numbering is serialised with an advisory lock on the player. The
+/// players the payload names (`from`, `player`, `opponent`) get their names beside it, in
+/// `names`, by id.
 pub async fn push(
     conn: &mut PgConnection,
     player: Uuid,
@@ -29,7 +31,12 @@ pub async fn push(
     let seq: i64 = sqlx::query_scalar(
         "WITH lock AS (SELECT pg_advisory_xact_lock(hashtextextended($1::text, 7)))
          INSERT INTO player_notices (player_id, seq, kind, payload)
-         SELECT $1, coalesce((SELECT max(seq) FROM player_notices WHERE player_id = $1), 0) + 1, $2, $3
+         SELECT $1, coalesce((SELECT max(seq) FROM player_notices WHERE player_id = $1), 0) + 1, $2,
+                $3::jsonb || jsonb_build_object('names', coalesce(
+                    (SELECT jsonb_object_agg(p.id, p.name) FROM players p
+                     WHERE p.id::text IN ($3::jsonb ->> 'from', $3::jsonb ->> 'player',
+                                          $3::jsonb ->> 'opponent')),
+                    '{}'::jsonb))
          FROM lock
          RETURNING seq",
     )

@@ -1,0 +1,388 @@
+//! Completes the generated OpenAPI document with what operations share, derived from how
+//! each is declared: the problems any request of its shape may answer (bad path, query,
+//! body or `Idempotency-Key`, a missing token, an unreachable database), the exact form of
+//! the shared headers, and a description for every response. Handlers list only the
+//! problems particular to them.
+
+use utoipa::openapi::path::{Operation, Parameter, ParameterIn};
+use utoipa::openapi::schema::{ObjectBuilder, Schema, SchemaFormat, Type};
+use utoipa::openapi::security::SecurityRequirement;
+use utoipa::openapi::{
+    ContentBuilder, KnownFormat, OpenApi, Ref, RefOr, Required, ResponseBuilder,
+    header::HeaderBuilder, link::LinkBuilder,
+};
+
+use super::error::ErrorCode;
+use super::extract::{IDEMPOTENCY_KEY_MAX, IDEMPOTENCY_KEY_PATTERN};
+
+/// Applies every completion below to `doc`.
+pub fn complete(doc: &mut OpenApi) {
+    for item in doc.paths.paths.values_mut() {
+        let operations = [
+            item.get.as_mut(),
+            item.put.as_mut(),
+            item.post.as_mut(),
+            item.delete.as_mut(),
+        ];
+        for operation in operations.into_iter().flatten() {
+            // An operation without a token says so, rather than saying nothing.
+            if operation.security.is_none() {
+                operation.security = Some(vec![SecurityRequirement::default()]);
+            }
+            shared_headers(operation);
+            shared_problems(operation);
+            describe_responses(operation);
+        }
+    }
+    optional_participant_fields(doc);
+    link_created_resources(doc);
+}
+
+/// A `POST` to a collection (`/v1/matches`, `/v1/players`) links its created `id` to every
+/// operation on that resource (`/v1/matches/{id}…`), so generated clients and stateful
+/// testers can follow them.
+fn link_created_resources(doc: &mut OpenApi) {
+    let mut targets: Vec<(String, String)> = Vec::new();
+    for (path, item) in &doc.paths.paths {
+        let operations = [&item.get, &item.put, &item.post, &item.delete];
+        for operation in operations.into_iter().flatten() {
+            if let Some(id) = &operation.operation_id {
+                targets.push((path.clone(), id.clone()));
+            }
+        }
+    }
+    for (path, item) in doc.paths.paths.iter_mut() {
+        let Some(create) = item.post.as_mut() else {
+            continue;
+        };
+        let Some(RefOr::T(created)) = create.responses.responses.get_mut("201") else {
+            continue;
+        };
+        let prefix = format!("{path}/{{id}}");
+        for (target_path, operation_id) in &targets {
+            if target_path == &prefix || target_path.starts_with(&format!("{prefix}/")) {
+                let link = LinkBuilder::new()
+                    .operation_id(operation_id.clone())
+                    .parameter("id", "$response.body#/id")
+                    .description(format!("`{operation_id}` on the created resource"))
+                    .build();
+                created.links.insert(operation_id.clone(), RefOr::T(link));
+            }
+        }
+    }
+}
+
+fn problem_response(description: String) -> utoipa::openapi::Response {
+    ResponseBuilder::new()
+        .description(description)
+        .content(
+            "application/problem+json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("Problem")))
+                .build(),
+        )
+        .build()
+}
+
+/// Documents `status` with `code` on `operation`, next to the codes already listed there.
+fn add_problem(operation: &mut Operation, status: u16, code: ErrorCode, why: &str) {
+    let key = status.to_string();
+    let entry = format!("`{code}` ({why})");
+    match operation.responses.responses.get_mut(&key) {
+        Some(RefOr::T(response)) => {
+            if !response.description.contains(&format!("`{code}`")) {
+                response.description = if response.description.is_empty() {
+                    entry
+                } else {
+                    format!("{}; {entry}", response.description)
+                };
+            }
+            if response.content.is_empty() {
+                *response = problem_response(response.description.clone());
+            }
+        }
+        Some(RefOr::Ref(_)) => {}
+        None => {
+            operation
+                .responses
+                .responses
+                .insert(key, RefOr::T(problem_response(entry)));
+        }
+    }
+}
+
+fn parameters(operation: &Operation) -> impl Iterator<Item = &Parameter> {
+    operation
+        .parameters
+        .iter()
+        .flatten()
+        .filter_map(|parameter| match parameter {
+            RefOr::T(parameter) => Some(parameter),
+            RefOr::Ref(_) => None,
+        })
+}
+
+fn is_header(parameter: &Parameter, name: &str) -> bool {
+    parameter.parameter_in == ParameterIn::Header && parameter.name.eq_ignore_ascii_case(name)
+}
+
+/// A typed path parameter (an id or an index) can be malformed; a free string cannot.
+fn is_typed_path(parameter: &Parameter) -> bool {
+    parameter.parameter_in == ParameterIn::Path
+        && match &parameter.schema {
+            Some(RefOr::T(Schema::Object(object))) => {
+                object.format.is_some() || object.schema_type != Type::String.into()
+            }
+            _ => false,
+        }
+}
+
+fn shared_problems(operation: &mut Operation) {
+    let secured = operation
+        .security
+        .iter()
+        .flatten()
+        .any(|requirement| *requirement != SecurityRequirement::default());
+    let typed_path = parameters(operation).any(is_typed_path);
+    let query = parameters(operation).any(|p| p.parameter_in == ParameterIn::Query);
+    let idempotent = parameters(operation).any(|p| is_header(p, "Idempotency-Key"));
+    let body = operation.request_body.is_some();
+    if typed_path {
+        add_problem(
+            operation,
+            400,
+            ErrorCode::InvalidPath,
+            "a malformed path parameter",
+        );
+    }
+    let names_a_resource = parameters(operation)
+        .any(|parameter| parameter.parameter_in == ParameterIn::Path && parameter.name == "id");
+    if names_a_resource {
+        add_problem(operation, 404, ErrorCode::NotFound, "no such resource");
+    }
+    if query {
+        add_problem(
+            operation,
+            400,
+            ErrorCode::InvalidQuery,
+            "a malformed or unknown query parameter",
+        );
+    }
+    if body {
+        add_problem(
+            operation,
+            400,
+            ErrorCode::InvalidJson,
+            "the body is not JSON",
+        );
+        add_problem(
+            operation,
+            413,
+            ErrorCode::PayloadTooLarge,
+            "the body is over 16 KiB",
+        );
+        add_problem(
+            operation,
+            415,
+            ErrorCode::UnsupportedMediaType,
+            "the body is not `application/json`",
+        );
+        add_problem(
+            operation,
+            422,
+            ErrorCode::InvalidBody,
+            "the JSON does not fit the request schema",
+        );
+    }
+    if idempotent {
+        add_problem(
+            operation,
+            400,
+            ErrorCode::InvalidIdempotencyKey,
+            "a malformed `Idempotency-Key`",
+        );
+        add_problem(
+            operation,
+            409,
+            ErrorCode::IdempotencyKeyInProgress,
+            "the first request with this key is still running",
+        );
+        add_problem(
+            operation,
+            422,
+            ErrorCode::IdempotencyKeyReused,
+            "this key came with another request",
+        );
+    }
+    if secured {
+        add_problem(
+            operation,
+            401,
+            ErrorCode::Unauthorized,
+            "no valid bearer token",
+        );
+    }
+    let system = operation
+        .tags
+        .as_ref()
+        .is_some_and(|tags| tags.iter().any(|tag| tag == "system"));
+    if !system {
+        add_problem(
+            operation,
+            503,
+            ErrorCode::Unavailable,
+            "the database is unreachable; nothing changed",
+        );
+    }
+}
+
+/// `Idempotency-Key` and `Last-Event-ID` are stated as the server parses them.
+fn shared_headers(operation: &mut Operation) {
+    for parameter in operation.parameters.iter_mut().flatten() {
+        let RefOr::T(parameter) = parameter else {
+            continue;
+        };
+        if is_header(parameter, "Idempotency-Key") {
+            parameter.required = Required::False;
+            parameter.description = Some(format!(
+                "Retry-safe key, scoped to the caller: 1 to {IDEMPOTENCY_KEY_MAX} visible ASCII \
+                 characters. A retry with the same key and request answers the first answer \
+                 and changes nothing."
+            ));
+            parameter.schema = Some(RefOr::T(Schema::Object(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .min_length(Some(1))
+                    .max_length(Some(IDEMPOTENCY_KEY_MAX))
+                    .pattern(Some(IDEMPOTENCY_KEY_PATTERN))
+                    .build(),
+            )));
+        }
+        if is_header(parameter, "Last-Event-ID") {
+            parameter.required = Required::False;
+            parameter.schema = Some(RefOr::T(Schema::Object(
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+                    .build(),
+            )));
+        }
+    }
+}
+
+/// Every response has a description; a bare one gets its status's reason.
+fn describe_responses(operation: &mut Operation) {
+    for (status, response) in operation.responses.responses.iter_mut() {
+        if let RefOr::T(response) = response
+            && response.description.is_empty()
+        {
+            let reason = status
+                .parse::<u16>()
+                .ok()
+                .and_then(|code| axum::http::StatusCode::from_u16(code).ok())
+                .and_then(|code| code.canonical_reason())
+                .unwrap_or("The answer");
+            response.description = reason.to_owned();
+        }
+        if let RefOr::T(response) = response
+            && status == "429"
+        {
+            response.headers.insert(
+                "Retry-After".to_owned(),
+                HeaderBuilder::new()
+                    .schema(Some(
+                        ObjectBuilder::new()
+                            .schema_type(Type::Integer)
+                            .minimum(Some(0)),
+                    ))
+                    .description(Some("Seconds to wait before trying again"))
+                    .build()
+                    .into(),
+            );
+        }
+    }
+}
+
+/// A spectator's view lacks the participant's own fields: they are optional in the match
+/// schema (present exactly when `you` is set), not an all-or-nothing alternative.
+fn optional_participant_fields(doc: &mut OpenApi) {
+    let Some(components) = doc.components.as_mut() else {
+        return;
+    };
+    if let Some(RefOr::T(Schema::Object(participant))) =
+        components.schemas.get_mut("ParticipantView")
+    {
+        participant.required.clear();
+        participant.description = Some(
+            "The participant's own side: present exactly when the caller is a participant \
+             (`you` is set), absent for spectators."
+                .to_owned(),
+        );
+    }
+    if let Some(RefOr::T(Schema::AllOf(view))) = components.schemas.get_mut("MatchView") {
+        for item in &mut view.items {
+            if matches!(item, RefOr::T(Schema::OneOf(_))) {
+                *item = RefOr::Ref(Ref::from_schema_name("ParticipantView"));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn operations(doc: &OpenApi) -> Vec<(String, &Operation)> {
+        let mut all = Vec::new();
+        for (path, item) in &doc.paths.paths {
+            let operations = [&item.get, &item.put, &item.post, &item.delete];
+            for operation in operations.into_iter().flatten() {
+                all.push((path.clone(), operation));
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn every_response_is_described_and_every_refusal_is_a_problem() {
+        let doc = crate::http::openapi();
+        let codes: Vec<&str> = ErrorCode::ALL.iter().map(|code| code.as_str()).collect();
+        for (path, operation) in operations(&doc) {
+            for (status, response) in &operation.responses.responses {
+                let RefOr::T(response) = response else {
+                    panic!("{path} {status}: a reference");
+                };
+                assert!(!response.description.is_empty(), "{path} {status}");
+                if status.starts_with('4') || status.starts_with('5') {
+                    let problem = response.content.get("application/problem+json");
+                    assert!(problem.is_some(), "{path} {status} is not a problem");
+                    // Every code a description names is a real one.
+                    for quoted in response.description.split('`').skip(1).step_by(2) {
+                        let looks_like_code =
+                            quoted.chars().all(|c| c.is_ascii_lowercase() || c == '_');
+                        if looks_like_code {
+                            assert!(codes.contains(&quoted), "{path} {status}: `{quoted}`");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn secured_operations_document_401_and_id_paths_404() {
+        let doc = crate::http::openapi();
+        for (path, operation) in operations(&doc) {
+            let responses = &operation.responses.responses;
+            let secured = operation
+                .security
+                .iter()
+                .flatten()
+                .any(|requirement| *requirement != SecurityRequirement::default());
+            assert_eq!(secured, responses.contains_key("401"), "{path}");
+            if path.contains("{id}") {
+                assert!(responses.contains_key("404"), "{path}");
+            }
+        }
+    }
+}

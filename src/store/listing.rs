@@ -1,0 +1,120 @@
+//! Reads of matches for display: one match or a page of a list (open, live, a player's),
+//! each with the names of the players it names, joined in the same query.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use sqlx::types::Json;
+use sqlx::{PgExecutor, Row};
+use uuid::Uuid;
+
+use super::StoreError;
+use super::matches::MatchRow;
+use crate::engine::{Match, Snapshot};
+
+/// A match row with the names of its creator, joiner and invited player, by id.
+pub struct NamedRow {
+    pub row: MatchRow,
+    pub names: BTreeMap<Uuid, String>,
+}
+
+/// Which matches a list holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Listing {
+    /// Waiting for an opponent, and joinable by `viewer` (not a challenge to someone else).
+    Open { viewer: Uuid },
+    /// Being played: placement or battle.
+    Live,
+    /// Every match `player` has a seat in.
+    PlayerOf { player: Uuid },
+}
+
+/// Where a page starts: strictly after this match in newest-first order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cursor {
+    pub created_at: DateTime<Utc>,
+    pub id: Uuid,
+}
+
+/// A query over `matches m` with each row's player names joined; `$rest` follows `FROM`.
+macro_rules! named_matches {
+    ($($rest:expr),+) => {
+        concat!(
+            "SELECT m.id, m.snapshot, m.last_seq, m.created_at,
+                (SELECT coalesce(jsonb_object_agg(p.id, p.name), '{}'::jsonb) FROM players p
+                 WHERE p.id IN (m.creator, m.joiner, m.invited)) AS names
+             FROM matches m ",
+            $($rest),+
+        )
+    };
+}
+
+/// Newest first after the cursor `($2, $3)`, at most `$4` rows.
+macro_rules! page_of {
+    ($filter:literal) => {
+        named_matches!(
+            "WHERE ",
+            $filter,
+            " AND ($2::timestamptz IS NULL OR (m.created_at, m.id) < ($2, $3))
+             ORDER BY m.created_at DESC, m.id DESC LIMIT $4"
+        )
+    };
+}
+
+fn decode(row: &sqlx::postgres::PgRow) -> Result<NamedRow, StoreError> {
+    let Json(snapshot): Json<Snapshot> = row
+        .try_get("snapshot")
+        .map_err(|e| StoreError::Corrupt(format!("snapshot: {e}")))?;
+    let state = Match::from_snapshot(&snapshot).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let Json(names): Json<BTreeMap<Uuid, String>> = row.try_get("names")?;
+    Ok(NamedRow {
+        row: MatchRow {
+            id: row.try_get("id")?,
+            state,
+            last_seq: row.try_get("last_seq")?,
+            created_at: row.try_get("created_at")?,
+        },
+        names,
+    })
+}
+
+/// One match with its players' names.
+pub async fn get(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<NamedRow>, StoreError> {
+    let row = sqlx::query(named_matches!("WHERE m.id = $1"))
+        .bind(id)
+        .fetch_optional(db)
+        .await?;
+    row.as_ref().map(decode).transpose()
+}
+
+/// A page of `listing`, newest first, after `cursor`, at most `limit` rows.
+pub async fn page(
+    db: impl PgExecutor<'_>,
+    listing: Listing,
+    cursor: Option<Cursor>,
+    limit: i64,
+) -> Result<Vec<NamedRow>, StoreError> {
+    let (sql, subject) = match listing {
+        Listing::Open { viewer } => (
+            page_of!(
+                "m.phase = 'waiting' AND (m.invited IS NULL OR m.invited = $1 OR m.creator = $1)"
+            ),
+            Some(viewer),
+        ),
+        Listing::Live => (
+            page_of!("m.phase IN ('placement', 'battle') AND $1::uuid IS NULL"),
+            None,
+        ),
+        Listing::PlayerOf { player } => {
+            (page_of!("(m.creator = $1 OR m.joiner = $1)"), Some(player))
+        }
+    };
+    let rows = sqlx::query(sql)
+        .bind(subject)
+        .bind(cursor.map(|c| c.created_at))
+        .bind(cursor.map(|c| c.id))
+        .bind(limit)
+        .fetch_all(db)
+        .await?;
+    rows.iter().map(decode).collect()
+}

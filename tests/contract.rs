@@ -1,0 +1,219 @@
+//! What a UI renders without extra round trips: the live list for spectators, paged lists
+//! with cursors, player names next to ids, the effective rules, the clock on events, and
+//! the headers browsers may read.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{Reply, spawn_app};
+use reqwest::StatusCode;
+use serde_json::json;
+use sqlx::PgPool;
+
+fn ids(reply: &Reply) -> Vec<String> {
+    reply.body["matches"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a page of matches: {:?}", reply.body))
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[sqlx::test]
+async fn live_matches_are_listed_newest_first_a_page_at_a_time(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let spectator = app.register("Spectator").await;
+    let (placing, _, _) = app.placement_match("statki").await;
+    let (fighting, _, _) = app.battle_match("classic").await;
+    let (newest, _, _) = app.placement_match("battaglia").await;
+    let waiting = app.create_match(&spectator, json!({})).await;
+
+    let all = app
+        .get("/v1/matches?status=live", Some(&spectator.token))
+        .await;
+    assert_eq!(all.status, StatusCode::OK, "{:?}", all.body);
+    assert_eq!(
+        ids(&all),
+        [newest.clone(), fighting.clone(), placing.clone()]
+    );
+    assert!(!ids(&all).contains(&waiting), "a waiting match is not live");
+    assert!(all.body.get("next").is_none(), "one page holds them all");
+    // A spectator sees the sides, not a participant's own fields.
+    let view = &all.body["matches"][0];
+    assert!(view["you"].is_null());
+    assert!(view.get("fleet").is_none());
+
+    let first = app
+        .get("/v1/matches?status=live&limit=2", Some(&spectator.token))
+        .await;
+    assert_eq!(ids(&first), [newest.clone(), fighting.clone()]);
+    let next = first.body["next"].as_str().expect("a next page");
+    let rest = app
+        .get(
+            &format!("/v1/matches?status=live&limit=2&after={next}"),
+            Some(&spectator.token),
+        )
+        .await;
+    assert_eq!(ids(&rest), std::slice::from_ref(&placing));
+    assert!(rest.body.get("next").is_none());
+}
+
+#[sqlx::test]
+async fn finished_matches_leave_the_live_list(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let spectator = app.register("Spectator").await;
+    let (id, on_turn, _) = app.battle_match("statki").await;
+    let resigned = app
+        .post(
+            &format!("/v1/matches/{id}/resign"),
+            &on_turn.token,
+            json!({}),
+        )
+        .await;
+    assert_eq!(resigned.status, StatusCode::OK, "{:?}", resigned.body);
+    let live = app
+        .get("/v1/matches?status=live", Some(&spectator.token))
+        .await;
+    assert!(ids(&live).is_empty(), "{:?}", live.body);
+}
+
+#[sqlx::test]
+async fn bad_list_queries_are_coded_problems(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let ala = app.register("Ala").await;
+    for (query, code) in [
+        ("status=finished", "invalid_query"),
+        ("limit=0", "invalid_query"),
+        ("limit=101", "invalid_query"),
+        ("limit=ten", "invalid_query"),
+        ("after=nonsense", "invalid_cursor"),
+        ("colour=red", "invalid_query"),
+    ] {
+        let reply = app
+            .get(&format!("/v1/matches?{query}"), Some(&ala.token))
+            .await;
+        assert_eq!(
+            (reply.status, reply.code()),
+            (StatusCode::BAD_REQUEST, code),
+            "{query}: {:?}",
+            reply.body
+        );
+    }
+}
+
+#[sqlx::test]
+async fn open_matches_are_newest_first_and_the_callers_own_are_marked(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let ala = app.register("Ala").await;
+    let bolek = app.register("Bolek").await;
+    let older = app.create_match(&ala, json!({})).await;
+    let mine = app.create_match(&bolek, json!({})).await;
+    let open = app.get("/v1/matches?status=open", Some(&bolek.token)).await;
+    assert_eq!(ids(&open), [mine.clone(), older.clone()]);
+    assert_eq!(open.body["matches"][0]["you"], bolek.id.as_str());
+    assert!(open.body["matches"][1]["you"].is_null());
+    // Names travel with the ids.
+    assert_eq!(open.body["matches"][1]["names"][&ala.id], "Ala");
+}
+
+#[sqlx::test]
+async fn views_and_events_name_their_players(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let (id, a, b) = app.placement_match("statki").await;
+    let view = app.get(&format!("/v1/matches/{id}"), Some(&a.token)).await;
+    assert_eq!(view.body["names"][&a.id], a.name.as_str());
+    assert_eq!(view.body["names"][&b.id], b.name.as_str());
+    let events = app
+        .get(&format!("/v1/matches/{id}/events"), Some(&b.token))
+        .await;
+    let joined = events
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|event| event["kind"] == "player_joined")
+        .expect("a join");
+    assert_eq!(joined["names"][&b.id], b.name.as_str());
+    // The join set the placement clock: the event says how long it runs.
+    assert_eq!(joined["deadline_ms_left"], 120_000);
+}
+
+#[sqlx::test]
+async fn a_view_states_the_rules_as_played(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let ala = app.register("Ala").await;
+    for (ruleset, options, extra_shot) in [
+        ("classic", json!(null), true),
+        ("statki", json!(null), false),
+        ("battaglia", json!(null), false),
+        ("battaglia", json!({"extra_shot_on_hit": true}), true),
+    ] {
+        let id = app
+            .create_match(&ala, json!({"ruleset": ruleset, "options": options}))
+            .await;
+        let view = app
+            .get(&format!("/v1/matches/{id}"), Some(&ala.token))
+            .await;
+        assert_eq!(
+            view.body["rules"]["options"]["extra_shot_on_hit"], extra_shot,
+            "{ruleset} {options}"
+        );
+    }
+}
+
+#[sqlx::test]
+async fn the_shot_answer_carries_the_clock(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let (id, on_turn, _) = app.battle_match("statki").await;
+    let shot = app
+        .post(
+            &format!("/v1/matches/{id}/shots"),
+            &on_turn.token,
+            json!({"cell": "E5"}),
+        )
+        .await;
+    assert_eq!(shot.status, StatusCode::OK, "{:?}", shot.body);
+    let left = shot.body["deadline_ms_left"].as_i64().expect("ms left");
+    assert!((29_000..=30_000).contains(&left), "{left}");
+}
+
+#[sqlx::test]
+async fn browsers_may_read_the_retry_request_id_and_rate_limit_headers(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let response = app
+        .client
+        .get(app.url("/healthz"))
+        .header("origin", "https://play.example")
+        .send()
+        .await
+        .unwrap();
+    let exposed = response
+        .headers()
+        .get("access-control-expose-headers")
+        .expect("exposed headers")
+        .to_str()
+        .unwrap()
+        .to_ascii_lowercase();
+    for header in ["retry-after", "x-request-id", "ratelimit-remaining"] {
+        assert!(exposed.contains(header), "{header} in {exposed}");
+    }
+}
+
+#[sqlx::test]
+async fn an_idempotency_key_is_visible_ascii(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let ala = app.register("Ala").await;
+    let reply = app
+        .send(
+            app.client
+                .post(app.url("/v1/matches"))
+                .bearer_auth(&ala.token)
+                .header("idempotency-key", "two words")
+                .json(&json!({})),
+        )
+        .await;
+    assert_eq!(
+        (reply.status, reply.code()),
+        (StatusCode::BAD_REQUEST, "invalid_idempotency_key")
+    );
+}
