@@ -631,3 +631,36 @@ async fn the_readme_minting_example_works_as_written(pool: PgPool) {
     let after = mint_as_the_readme_shows(&python, &ala.id).await;
     assert_eq!(app.get("/v1/me", Some(&after)).await.status, StatusCode::OK);
 }
+
+#[sqlx::test]
+async fn a_retried_password_change_succeeds_again_and_changes_nothing(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let ala = app.register(&unique("ala")).await;
+    let key = uuid::Uuid::new_v4().to_string();
+    let put = |body: Value, key: &str| {
+        app.send(
+            app.client
+                .put(app.url("/v1/me/password"))
+                .bearer_auth(&ala.token)
+                .header("idempotency-key", key)
+                .json(&body),
+        )
+    };
+    let body = json!({ "password": "first password" });
+    assert_eq!(put(body.clone(), &key).await.status, StatusCode::NO_CONTENT);
+    // Without the key this retry would need `current_password` now.
+    assert_eq!(put(body, &key).await.status, StatusCode::NO_CONTENT);
+    let other = put(json!({ "password": "other password" }), &key).await;
+    assert_eq!(
+        (other.status, other.code()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused")
+    );
+    assert_eq!(
+        log_in(&app, &ala.name, "first password").await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        log_in(&app, &ala.name, "other password").await.status,
+        StatusCode::UNAUTHORIZED
+    );
+}
