@@ -215,6 +215,50 @@ mod tests {
         assert_eq!(cache.cached(), 0);
     }
 
+    /// A pool that fails on first use: nothing answers on port 1.
+    fn unreachable_pool() -> PgPool {
+        sqlx::postgres::PgPoolOptions::new()
+            .acquire_timeout(Duration::from_millis(200))
+            .connect_lazy("postgres://nobody@127.0.0.1:1/none")
+            .expect("lazy pool")
+    }
+
+    fn token(player: Uuid, issued_micros: Option<i64>) -> Verified {
+        Verified {
+            player,
+            issued_micros,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cached_player_is_judged_without_the_database() {
+        let cache = Revocations::default();
+        cache.listening(true);
+        let pool = unreachable_pool();
+        let player = Uuid::new_v4();
+        cache.revoked(player, 1_000);
+        assert!(cache.admit(&pool, token(player, Some(1_000))).await.is_ok());
+        assert!(matches!(
+            cache.admit(&pool, token(player, Some(999))).await,
+            Err(Refused::Revoked)
+        ));
+        assert!(matches!(
+            cache.admit(&pool, token(player, None)).await,
+            Err(Refused::Revoked)
+        ));
+        // Not cached, or not listening: the database is asked (and here fails).
+        let stranger = Uuid::new_v4();
+        assert!(matches!(
+            cache.admit(&pool, token(stranger, Some(1))).await,
+            Err(Refused::Store(_))
+        ));
+        cache.listening(false);
+        assert!(matches!(
+            cache.admit(&pool, token(player, Some(1_000))).await,
+            Err(Refused::Store(_))
+        ));
+    }
+
     #[test]
     fn nothing_is_stored_while_not_listening() {
         let cache = Revocations::default();
