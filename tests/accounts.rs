@@ -763,3 +763,37 @@ async fn a_revocation_missed_while_not_listening_still_holds(
         StatusCode::OK
     );
 }
+
+#[sqlx::test]
+async fn revoking_ends_the_event_streams_opened_with_an_old_token(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    listening(&app).await;
+    let ala = app.register(&unique("ala")).await;
+    let match_id = app.create_match(&ala, json!({})).await;
+    let mut streams = Vec::new();
+    for path in [
+        "/v1/stream".to_owned(),
+        format!("/v1/matches/{match_id}/stream"),
+    ] {
+        let response = app
+            .client
+            .get(app.url(&path))
+            .bearer_auth(&ala.token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{path}");
+        streams.push((path, response));
+    }
+    let revoked = app.delete("/v1/me/tokens", &ala.token).await;
+    assert_eq!(revoked.status, StatusCode::OK);
+    for (path, mut response) in streams {
+        let ended = tokio::time::timeout(Duration::from_secs(5), async {
+            while response.chunk().await.unwrap().is_some() {}
+        })
+        .await;
+        assert!(ended.is_ok(), "{path} still open after the revocation");
+    }
+    let again = app.get("/v1/stream", Some(&ala.token)).await;
+    assert_eq!(again.status, StatusCode::UNAUTHORIZED);
+}

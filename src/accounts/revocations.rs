@@ -182,6 +182,30 @@ impl Revocations {
         tokio::time::timeout(limit, wait).await.is_ok()
     }
 
+    /// Resolves once this replica learns that `token` was revoked: ends the event streams
+    /// opened with it. (While the listener is down nothing is learnt; the stream's next
+    /// reconnection is refused instead.)
+    pub fn until_revoked(&self, token: Verified) -> impl Future<Output = ()> + Send + 'static {
+        let this = self.clone();
+        let mut changes = self.inner.applied.subscribe();
+        let issued = token.issued_micros.unwrap_or(NEVER);
+        async move {
+            loop {
+                let revoked = this
+                    .read()
+                    .valid_from
+                    .get(&token.player)
+                    .is_some_and(|&valid_from| issued < valid_from);
+                if revoked {
+                    return;
+                }
+                if changes.changed().await.is_err() {
+                    return std::future::pending().await;
+                }
+            }
+        }
+    }
+
     /// Players cached here (for tests and metrics).
     pub fn cached(&self) -> usize {
         self.read().valid_from.len()
