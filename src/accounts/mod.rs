@@ -117,9 +117,7 @@ pub async fn register(
         let first: Session =
             serde_json::from_value(answer).map_err(|e| ServiceError::Corrupt(e.to_string()))?;
         if let Some(password) = &password {
-            let stored = store::accounts::lock_password(&service.pool, first.id)
-                .await?
-                .flatten();
+            let stored = store::accounts::password_hash(&service.pool, first.id).await?;
             if !password::verify(password, stored).await? {
                 return Err(ServiceError::IdempotencyMismatch.into());
             }

@@ -7,11 +7,21 @@ use uuid::Uuid;
 use super::StoreError;
 
 /// What log-in needs to know about a name.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Credentials {
     pub id: Uuid,
     pub name: String,
     pub password_hash: Option<String>,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("has_password", &self.password_hash.is_some())
+            .finish()
+    }
 }
 
 /// The player registered under `name` (regardless of case) and their password hash.
@@ -53,6 +63,19 @@ pub async fn lock_password(
     .fetch_optional(db)
     .await?;
     row.map(|row| Ok(row.try_get("password_hash")?)).transpose()
+}
+
+/// The player's password hash, if they have one.
+pub async fn password_hash(
+    db: impl PgExecutor<'_>,
+    player: Uuid,
+) -> Result<Option<String>, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT password_hash FROM player_passwords WHERE player_id = $1")
+            .bind(player)
+            .fetch_optional(db)
+            .await?,
+    )
 }
 
 /// Whether the player has a password.
