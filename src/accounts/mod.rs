@@ -20,9 +20,9 @@ use crate::auth::{TokenError, Verified};
 use crate::service::{Idempotency, PlayerProfile, Service, ServiceError, validate_name};
 use crate::store::{self, StoreError, idempotency, players};
 pub use password::Password;
-pub use revocations::{Revocations, TOKENS_CHANNEL};
+pub use revocations::{APPLIED_CHANNEL, Revocations, TOKENS_CHANNEL};
 
-/// Longest a revoking request waits for its own replica to apply the revocation.
+/// Longest a revoking request waits for every listening replica to apply the revocation.
 const APPLY_WAIT: Duration = Duration::from_secs(2);
 
 /// Why an account request was not carried out.
@@ -239,8 +239,8 @@ pub async fn refresh(service: &Service, token: Verified) -> Result<Session> {
 }
 
 /// Revokes every token of the caller issued so far, on every replica, and issues a new
-/// one. Answers once this replica refuses the old tokens; the others learn it from the
-/// same notification.
+/// one. Answers once every listening replica has acknowledged that it refuses the old
+/// tokens (or after [`APPLY_WAIT`]); a replica not listening reads the row per request.
 pub async fn revoke_all(
     service: &Service,
     revocations: &Revocations,
@@ -252,12 +252,17 @@ pub async fn revoke_all(
             .await?
             .ok_or(AccountError::Revoked)?;
     let session = issue(service, token.player, name, valid_from)?;
+    // Counting starts before the commit that makes replicas acknowledge.
+    let acks = revocations.expect_acks(token.player, valid_from.timestamp_micros());
     tx.commit().await?;
-    if !revocations
-        .applied(token.player, valid_from.timestamp_micros(), APPLY_WAIT)
-        .await
-    {
-        tracing::warn!(player = %token.player, "revocation not applied here within the wait");
+    let replicas =
+        store::accounts::listeners(&service.pool, crate::live::LISTENER_APPLICATION_NAME).await?;
+    let expected = usize::try_from(replicas).unwrap_or(0);
+    if !acks.wait(expected, APPLY_WAIT).await {
+        tracing::warn!(
+            player = %token.player, replicas,
+            "not every listening replica acknowledged a revocation in time"
+        );
     }
     Ok(session)
 }

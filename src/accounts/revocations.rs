@@ -12,9 +12,13 @@
 //! the listener is down, notifications are lost: the cache is then bypassed (every request
 //! reads the row), and it is emptied when the listener is back, before it is trusted again;
 //! a read begun before that is not stored.
+//!
+//! "At once" on every replica: each replica, having applied a revocation, acknowledges it
+//! on [`APPLIED_CHANNEL`]; the revoking request answers only when every listening replica
+//! (counted by their listening connections) has, or after a bounded wait.
 
 use std::collections::HashMap;
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 use sqlx::PgPool;
@@ -26,6 +30,8 @@ use crate::store::{self, StoreError};
 
 /// The channel revocations are announced on, as `player_id:valid_from_micros`.
 pub const TOKENS_CHANNEL: &str = "statki_tokens";
+/// The channel each replica acknowledges an applied revocation on, with the same payload.
+pub const APPLIED_CHANNEL: &str = "statki_tokens_applied";
 
 /// "Never revoked": every issue instant (and a token without one) is at or after it.
 const NEVER: i64 = i64::MIN;
@@ -49,8 +55,49 @@ pub struct Revocations {
 
 struct Inner {
     state: RwLock<State>,
-    /// Counts revocations applied, so a revoking request can wait for its own.
+    /// Bumped on every revocation applied or acknowledged here: wakes the waiters.
     applied: watch::Sender<u64>,
+    /// Acknowledgements counted for the revocations this replica is waiting on.
+    acks: Mutex<HashMap<(Uuid, i64), usize>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Counts the acknowledgements of one revocation while it lives.
+pub struct AckWait {
+    revocations: Revocations,
+    key: (Uuid, i64),
+}
+
+impl AckWait {
+    /// Waits (at most `limit`) until `expected` replicas have acknowledged the revocation.
+    /// Returns whether they all did.
+    pub async fn wait(self, expected: usize, limit: Duration) -> bool {
+        let inner = &self.revocations.inner;
+        let mut changes = inner.applied.subscribe();
+        let all = async {
+            loop {
+                if lock(&inner.acks)
+                    .get(&self.key)
+                    .is_some_and(|&n| n >= expected)
+                {
+                    return;
+                }
+                if changes.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        tokio::time::timeout(limit, all).await.is_ok()
+    }
+}
+
+impl Drop for AckWait {
+    fn drop(&mut self) {
+        lock(&self.revocations.inner.acks).remove(&self.key);
+    }
 }
 
 #[derive(Default)]
@@ -69,6 +116,7 @@ impl Default for Revocations {
             inner: Arc::new(Inner {
                 state: RwLock::new(State::default()),
                 applied: watch::channel(0).0,
+                acks: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -157,29 +205,24 @@ impl Revocations {
         state.valid_from.clear();
     }
 
-    /// Waits (at most `limit`) until this replica has applied a revocation of `player` up
-    /// to `valid_from`, so the revoking request answers only once its own replica refuses
-    /// the old tokens. Returns at once when the cache is bypassed anyway.
-    pub async fn applied(&self, player: Uuid, valid_from: i64, limit: Duration) -> bool {
-        let mut changes = self.inner.applied.subscribe();
-        let wait = async {
-            loop {
-                {
-                    let state = self.read();
-                    let seen = state
-                        .valid_from
-                        .get(&player)
-                        .is_some_and(|&v| v >= valid_from);
-                    if seen || !state.listening {
-                        return;
-                    }
-                }
-                if changes.changed().await.is_err() {
-                    return;
-                }
-            }
-        };
-        tokio::time::timeout(limit, wait).await.is_ok()
+    /// Starts counting acknowledgements of the revocation of `player` at `valid_from`
+    /// (call before the revocation commits, so none is missed). Dropping the guard stops.
+    pub fn expect_acks(&self, player: Uuid, valid_from: i64) -> AckWait {
+        lock(&self.inner.acks).insert((player, valid_from), 0);
+        AckWait {
+            revocations: self.clone(),
+            key: (player, valid_from),
+        }
+    }
+
+    /// A replica announced on [`APPLIED_CHANNEL`] that it applied this revocation.
+    pub fn acknowledged(&self, player: Uuid, valid_from: i64) {
+        if let Some(count) = lock(&self.inner.acks).get_mut(&(player, valid_from)) {
+            *count += 1;
+        } else {
+            return;
+        }
+        self.inner.applied.send_modify(|count| *count += 1);
     }
 
     /// Resolves once this replica learns that `token` was revoked: ends the event streams
@@ -281,6 +324,25 @@ mod tests {
             cache.admit(&pool, token(player, Some(1_000))).await,
             Err(Refused::Store(_))
         ));
+    }
+
+    #[tokio::test]
+    async fn a_revocation_waits_for_every_expected_acknowledgement() {
+        let cache = Revocations::default();
+        let player = Uuid::new_v4();
+        cache.acknowledged(player, 5);
+        let wait = cache.expect_acks(player, 5);
+        cache.acknowledged(player, 5);
+        cache.acknowledged(player, 6);
+        cache.acknowledged(player, 5);
+        assert!(wait.wait(2, Duration::from_secs(1)).await);
+        let wait = cache.expect_acks(player, 7);
+        cache.acknowledged(player, 7);
+        assert!(!wait.wait(2, Duration::from_millis(50)).await, "one of two");
+        assert!(
+            lock(&cache.inner.acks).is_empty(),
+            "nothing kept after waiting"
+        );
     }
 
     #[test]

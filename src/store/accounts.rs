@@ -184,3 +184,29 @@ pub async fn revoke_tokens(
     row.map(|row| Ok((row.try_get("tokens_valid_from")?, row.try_get("name")?)))
         .transpose()
 }
+
+/// Sends `payload` on `channel` now (outside any transaction).
+pub async fn notify(
+    db: impl PgExecutor<'_>,
+    channel: &str,
+    payload: &str,
+) -> Result<(), StoreError> {
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(channel)
+        .bind(payload)
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
+/// How many connections named `application_name` are open on this database: the replicas
+/// listening for notifications.
+pub async fn listeners(db: impl PgExecutor<'_>, application_name: &str) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity
+         WHERE application_name = $1 AND datname = current_database()",
+    )
+    .bind(application_name)
+    .fetch_one(db)
+    .await?)
+}
