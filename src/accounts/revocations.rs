@@ -54,6 +54,8 @@ pub struct Revocations {
 }
 
 struct Inner {
+    /// Where a player's row is read on a miss.
+    pool: PgPool,
     state: RwLock<State>,
     /// Bumped on every revocation applied or acknowledged here: wakes the waiters.
     applied: watch::Sender<u64>,
@@ -110,10 +112,12 @@ struct State {
     valid_from: HashMap<Uuid, i64>,
 }
 
-impl Default for Revocations {
-    fn default() -> Self {
+impl Revocations {
+    /// An empty cache reading misses from `pool`; not trusted until the listener says so.
+    pub fn new(pool: PgPool) -> Self {
         Self {
             inner: Arc::new(Inner {
+                pool,
                 state: RwLock::new(State::default()),
                 applied: watch::channel(0).0,
                 acks: Mutex::new(HashMap::new()),
@@ -144,7 +148,7 @@ impl Revocations {
 
     /// Accepts `token` if its player exists and it was issued at or after the player's
     /// last revocation (a token without `iat` only while there was none).
-    pub async fn admit(&self, pool: &PgPool, token: Verified) -> Result<(), Refused> {
+    pub async fn admit(&self, token: Verified) -> Result<(), Refused> {
         let issued = token.issued_micros.unwrap_or(NEVER);
         let cached = {
             let state = self.read();
@@ -157,7 +161,7 @@ impl Revocations {
         let valid_from = match cached {
             (true, _, Some(valid_from)) => valid_from,
             (listening, generation, _) => {
-                let loaded = store::accounts::tokens_valid_from(pool, token.player)
+                let loaded = store::accounts::tokens_valid_from(&self.inner.pool, token.player)
                     .await?
                     .ok_or(Refused::UnknownPlayer)?;
                 let loaded = micros(loaded);
@@ -259,9 +263,9 @@ impl Revocations {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_late_read_never_undoes_a_newer_revocation() {
-        let cache = Revocations::default();
+    #[tokio::test]
+    async fn a_late_read_never_undoes_a_newer_revocation() {
+        let cache = Revocations::new(unreachable_pool());
         cache.listening(true);
         let player = Uuid::new_v4();
         let generation = cache.read().generation;
@@ -270,9 +274,9 @@ mod tests {
         assert_eq!(cache.read().valid_from[&player], 2_000);
     }
 
-    #[test]
-    fn a_read_begun_before_a_reconnect_is_not_stored() {
-        let cache = Revocations::default();
+    #[tokio::test]
+    async fn a_read_begun_before_a_reconnect_is_not_stored() {
+        let cache = Revocations::new(unreachable_pool());
         cache.listening(true);
         let player = Uuid::new_v4();
         let generation = cache.read().generation;
@@ -299,36 +303,35 @@ mod tests {
 
     #[tokio::test]
     async fn a_cached_player_is_judged_without_the_database() {
-        let cache = Revocations::default();
+        let cache = Revocations::new(unreachable_pool());
         cache.listening(true);
-        let pool = unreachable_pool();
         let player = Uuid::new_v4();
         cache.revoked(player, 1_000);
-        assert!(cache.admit(&pool, token(player, Some(1_000))).await.is_ok());
+        assert!(cache.admit(token(player, Some(1_000))).await.is_ok());
         assert!(matches!(
-            cache.admit(&pool, token(player, Some(999))).await,
+            cache.admit(token(player, Some(999))).await,
             Err(Refused::Revoked)
         ));
         assert!(matches!(
-            cache.admit(&pool, token(player, None)).await,
+            cache.admit(token(player, None)).await,
             Err(Refused::Revoked)
         ));
         // Not cached, or not listening: the database is asked (and here fails).
         let stranger = Uuid::new_v4();
         assert!(matches!(
-            cache.admit(&pool, token(stranger, Some(1))).await,
+            cache.admit(token(stranger, Some(1))).await,
             Err(Refused::Store(_))
         ));
         cache.listening(false);
         assert!(matches!(
-            cache.admit(&pool, token(player, Some(1_000))).await,
+            cache.admit(token(player, Some(1_000))).await,
             Err(Refused::Store(_))
         ));
     }
 
     #[tokio::test]
     async fn a_revocation_waits_for_every_expected_acknowledgement() {
-        let cache = Revocations::default();
+        let cache = Revocations::new(unreachable_pool());
         let player = Uuid::new_v4();
         cache.acknowledged(player, 5);
         let wait = cache.expect_acks(player, 5);
@@ -345,9 +348,9 @@ mod tests {
         );
     }
 
-    #[test]
-    fn nothing_is_stored_while_not_listening() {
-        let cache = Revocations::default();
+    #[tokio::test]
+    async fn nothing_is_stored_while_not_listening() {
+        let cache = Revocations::new(unreachable_pool());
         let player = Uuid::new_v4();
         let generation = cache.read().generation;
         cache.learn(player, 1_000, generation);
