@@ -6,7 +6,9 @@
 //! - [`store`]: the only module that speaks SQL.
 //! - [`clock`] and the matchmaking sweep: background steps that call the use cases.
 //! - [`live`]: LISTEN/NOTIFY fan-out of committed events to server-sent event streams.
+//! - [`accounts`]: password hashing and each replica's cache of token revocations.
 
+pub mod accounts;
 pub mod app;
 pub mod auth;
 pub mod clock;

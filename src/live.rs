@@ -13,6 +13,11 @@
 //! position; and a periodic sweep compares every followed position with the database, so
 //! even a notification lost some other way is delivered within one sweep interval.
 //!
+//! The same connection listens for token revocations ([`TOKENS_CHANNEL`]), keeps this
+//! replica's [`Revocations`] cache current and acknowledges each one applied
+//! ([`APPLIED_CHANNEL`]); the cache is emptied (and bypassed while the connection is down)
+//! whenever notifications may have been missed.
+//!
 //! The fan-out never waits for a subscriber: a subscriber that falls more than a channel's
 //! capacity behind is dropped (its client resumes with `Last-Event-ID`). The hub takes no
 //! locks in PostgreSQL; it only reads.
@@ -30,6 +35,7 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use tokio::sync::{Notify, Semaphore, broadcast, watch};
 use uuid::Uuid;
 
+use crate::accounts::{APPLIED_CHANNEL, Revocations, TOKENS_CHANNEL};
 use crate::app::{EVENTS_CHANNEL, EVENTS_PAGE, EventResource, viewer_of};
 use crate::engine::Match;
 use crate::store::notices::{self, Notice};
@@ -126,6 +132,8 @@ struct Inner {
     matches: Registry<MatchBatch>,
     players: Registry<NoticeBatch>,
     streams: Mutex<Streams>,
+    /// Token validity per player, kept current by revocation notifications.
+    revocations: Revocations,
     fetch_slots: Semaphore,
     /// Wakes the sweep early: after (re)connecting the listener, or after a failed read.
     sweep_now: Notify,
@@ -330,6 +338,7 @@ impl Hub {
             matches: Registry::new(),
             players: Registry::new(),
             streams: Mutex::new(Streams::default()),
+            revocations: Revocations::new(pool.clone()),
             fetch_slots: Semaphore::new(FETCH_CONCURRENCY),
             sweep_now: Notify::new(),
             listening: AtomicBool::new(false),
@@ -342,6 +351,11 @@ impl Hub {
 
     pub fn settings(&self) -> &HubSettings {
         &self.inner.settings
+    }
+
+    /// This replica's cache of token validity.
+    pub fn revocations(&self) -> &Revocations {
+        &self.inner.revocations
     }
 
     /// Whether the listening connection is up (streams still get everything while it is
@@ -684,7 +698,12 @@ async fn connect_listener(options: &PgConnectOptions) -> Result<PgListener, sqlx
     let mut listener = PgListener::connect_with(&pool).await?;
     listener.ignore_pool_close_event(true);
     listener
-        .listen_all([EVENTS_CHANNEL, notices::CHANNEL])
+        .listen_all([
+            EVENTS_CHANNEL,
+            notices::CHANNEL,
+            TOKENS_CHANNEL,
+            APPLIED_CHANNEL,
+        ])
         .await?;
     Ok(listener)
 }
@@ -717,6 +736,7 @@ async fn listen(inner: Arc<Inner>) {
         }
         connected_before = true;
         inner.listening.store(true, Ordering::Relaxed);
+        inner.revocations.listening(true);
         inner.sweep_now.notify_one();
         loop {
             // `try_recv` runs alone, never inside a `select!`: it is not cancel-safe.
@@ -727,6 +747,7 @@ async fn listen(inner: Arc<Inner>) {
                 Ok(None) => {
                     // sqlx re-established the connection and re-subscribed by itself.
                     metrics::counter!("statki_live_listener_reconnects_total").increment(1);
+                    inner.revocations.listening(true);
                     inner.sweep_now.notify_one();
                 }
                 Err(error) => {
@@ -736,6 +757,7 @@ async fn listen(inner: Arc<Inner>) {
             }
         }
         inner.listening.store(false, Ordering::Relaxed);
+        inner.revocations.listening(false);
         drop(listener);
     }
 }
@@ -758,7 +780,18 @@ fn on_position(inner: &Arc<Inner>, channel: &str, payload: &str) {
         tracing::warn!(channel, payload, "live: unreadable notification");
         return;
     };
-    if channel == EVENTS_CHANNEL {
+    if channel == TOKENS_CHANNEL {
+        inner.revocations.revoked(id, seq);
+        let (pool, payload) = (inner.pool.clone(), payload.to_owned());
+        tokio::spawn(async move {
+            let acknowledged = store::accounts::notify(&pool, APPLIED_CHANNEL, &payload).await;
+            if let Err(error) = acknowledged {
+                tracing::warn!(%error, "live: cannot acknowledge a token revocation");
+            }
+        });
+    } else if channel == APPLIED_CHANNEL {
+        inner.revocations.acknowledged(id, seq);
+    } else if channel == EVENTS_CHANNEL {
         if inner.matches.announce(id, seq) {
             tokio::spawn(fetch_match(inner.clone(), id));
         }

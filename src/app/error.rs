@@ -28,6 +28,18 @@ pub enum AppError {
     Token(#[from] TokenError),
     #[error("the player in the token does not exist")]
     UnknownPlayer,
+    #[error("this token was revoked; log in again")]
+    Revoked,
+    #[error("wrong name or password")]
+    InvalidCredentials,
+    #[error("a password has 8 to 128 characters")]
+    InvalidPassword,
+    #[error("the current password is wrong")]
+    WrongPassword,
+    #[error("this account has a password: send `current_password` to change it")]
+    CurrentPasswordRequired,
+    #[error(transparent)]
+    Hashing(#[from] crate::accounts::password::HashingFailed),
     #[error("you are already waiting in the queue; leave it first to change rule set")]
     AlreadyQueued,
     #[error("you are not waiting in the queue")]
@@ -58,7 +70,12 @@ impl AppError {
             AppError::RankedNeedsStandardRules(_) => "ranked_needs_standard_rules",
             AppError::IdempotencyMismatch => "idempotency_key_reused",
             AppError::IdempotencyInProgress => "idempotency_key_in_progress",
-            AppError::Token(_) | AppError::UnknownPlayer => "unauthorized",
+            AppError::Token(_) | AppError::UnknownPlayer | AppError::Revoked => "unauthorized",
+            AppError::InvalidCredentials => "invalid_credentials",
+            AppError::InvalidPassword => "invalid_password",
+            AppError::WrongPassword => "wrong_password",
+            AppError::CurrentPasswordRequired => "current_password_required",
+            AppError::Hashing(_) => "internal",
             AppError::AlreadyQueued => "already_queued",
             AppError::NotQueued => "not_queued",
             AppError::InMatch => "in_match",

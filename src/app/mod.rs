@@ -3,6 +3,7 @@
 //! engine for every decision, and changes matches only through the one write path
 //! ([`write`]); concurrent player commands are group-committed ([`commands`]).
 
+mod accounts;
 mod clocks;
 mod commands;
 mod error;
@@ -20,13 +21,14 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
+pub use accounts::{Me, Session};
 pub use clocks::Expired;
 pub use error::{AppError, Result};
 pub use idempotency::{Answer, Idempotency};
 pub use players::{NAME_MAX_CHARS, validate_name};
 pub use resources::{
-    EventResource, MatchResource, NewMatch, OwnClock, PlayerCreated, PlayerProfile, ShotAnswer,
-    ms_left, viewer_of,
+    EventResource, MatchResource, NewMatch, OwnClock, PlayerProfile, ShotAnswer, ms_left,
+    viewer_of,
 };
 pub use write::EVENTS_CHANNEL;
 

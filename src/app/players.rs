@@ -2,9 +2,9 @@
 
 use uuid::Uuid;
 
-use super::resources::{PlayerCreated, PlayerProfile};
+use super::resources::PlayerProfile;
 use super::{App, AppError, Result, ladder};
-use crate::store::{StoreError, players};
+use crate::store::players;
 
 /// Longest player name, in characters.
 pub const NAME_MAX_CHARS: usize = 32;
@@ -32,24 +32,6 @@ pub fn validate_name(name: &str) -> Result<&str> {
 }
 
 impl App {
-    #[tracing::instrument(skip(self))]
-    pub async fn register(&self, name: &str) -> Result<PlayerCreated> {
-        let name = validate_name(name)?;
-        let id = Uuid::now_v7();
-        let row = players::insert(self.pool(), id, name)
-            .await
-            .map_err(|e| match e {
-                StoreError::NameTaken => AppError::NameTaken(name.to_owned()),
-                other => other.into(),
-            })?;
-        let token = self.tokens().mint(id, row.created_at)?;
-        Ok(PlayerCreated {
-            id,
-            name: row.name,
-            token,
-        })
-    }
-
     pub async fn profile(&self, id: Uuid) -> Result<PlayerProfile> {
         let row = players::get(self.pool(), id)
             .await?

@@ -15,14 +15,6 @@ use crate::engine::{
 };
 use crate::store::StoredEvent;
 
-/// A registered player with a fresh token.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct PlayerCreated {
-    pub id: Uuid,
-    pub name: String,
-    pub token: String,
-}
-
 /// A player's public profile.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct PlayerProfile {

@@ -81,6 +81,10 @@ error_codes! {
     NotQueued = "not_queued",
     InMatch = "in_match",
     RematchUnavailable = "rematch_unavailable",
+    InvalidCredentials = "invalid_credentials",
+    InvalidPassword = "invalid_password",
+    WrongPassword = "wrong_password",
+    CurrentPasswordRequired = "current_password_required",
 }
 
 impl std::fmt::Display for ErrorCode {
@@ -185,9 +189,16 @@ fn status_of(error: &AppError) -> StatusCode {
         AppError::InvalidName(_)
         | AppError::UnknownRuleset(_)
         | AppError::RankedNeedsStandardRules(_)
-        | AppError::IdempotencyMismatch => StatusCode::UNPROCESSABLE_ENTITY,
-        AppError::Token(_) | AppError::UnknownPlayer => StatusCode::UNAUTHORIZED,
+        | AppError::IdempotencyMismatch
+        | AppError::InvalidPassword
+        | AppError::CurrentPasswordRequired => StatusCode::UNPROCESSABLE_ENTITY,
+        AppError::Token(_)
+        | AppError::UnknownPlayer
+        | AppError::Revoked
+        | AppError::InvalidCredentials => StatusCode::UNAUTHORIZED,
+        AppError::WrongPassword => StatusCode::FORBIDDEN,
         AppError::ShuttingDown
+        | AppError::Hashing(_)
         | AppError::Unavailable(_)
         | AppError::Database(_)
         | AppError::Corrupt(_) => {
@@ -321,6 +332,11 @@ mod tests {
             AppError::NotQueued,
             AppError::InMatch,
             AppError::RematchUnavailable(""),
+            AppError::Revoked,
+            AppError::InvalidCredentials,
+            AppError::InvalidPassword,
+            AppError::WrongPassword,
+            AppError::CurrentPasswordRequired,
             AppError::ShuttingDown,
             AppError::Unavailable(String::new()),
             AppError::Corrupt(String::new()),

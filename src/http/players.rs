@@ -10,9 +10,9 @@ use uuid::Uuid;
 
 use super::AppState;
 use super::error::{ApiError, Problem};
-use super::extract::{ApiJson, ApiPath, ApiQuery, Caller};
+use super::extract::{ApiJson, ApiPath, ApiQuery, Caller, IdempotencyKey};
 use crate::app::reads::MatchPage;
-use crate::app::{PlayerCreated, PlayerProfile};
+use crate::app::{PlayerProfile, Session};
 use crate::store::listing::Listing;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -22,7 +22,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(player_matches))
 }
 
-#[derive(Deserialize, Serialize, ToSchema)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewPlayer {
     /// 1–32 characters, unique regardless of case; no control characters, and no white
@@ -34,23 +34,45 @@ pub struct NewPlayer {
         example = "Ala"
     )]
     pub name: String,
+    /// Optional, 8–128 characters: lets the player log in again (`POST /v1/sessions`).
+    #[serde(default)]
+    #[schema(min_length = 8, max_length = 128)]
+    pub password: Option<String>,
+}
+
+/// What a registration key is bound to: the name and whether a password came, never the
+/// password itself (a retry carrying one is checked against the stored hash instead).
+#[derive(Serialize)]
+struct RegistrationDigest<'a> {
+    name: &'a str,
+    password: bool,
 }
 
 /// Register a player; the answer carries the bearer token for every later call.
 #[utoipa::path(
     post, path = "/v1/players", tag = "players",
     request_body = NewPlayer,
+    params(("Idempotency-Key" = Option<String>, Header, description = "Retry-safe key (use a random one, e.g. a UUID): a retry with the same key and body gets the first answer")),
     responses(
-        (status = 201, description = "The new player with a bearer token", body = PlayerCreated),
-        (status = 409, description = "`name_taken`", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "`invalid_name`, `invalid_body`", body = Problem, content_type = "application/problem+json"),
+        (status = 201, description = "The new player with a bearer token", body = Session),
+        (status = 409, description = "`name_taken`, `idempotency_key_in_progress`", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_name`, `invalid_password`, `invalid_body`, `idempotency_key_reused`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn create_player(
     State(state): State<AppState>,
+    key: IdempotencyKey,
     ApiJson(body): ApiJson<NewPlayer>,
-) -> Result<(StatusCode, Json<PlayerCreated>), ApiError> {
-    let created = state.app.register(&body.name).await?;
+) -> Result<(StatusCode, Json<Session>), ApiError> {
+    let digest = RegistrationDigest {
+        name: &body.name,
+        password: body.password.is_some(),
+    };
+    let idempotency = key.for_request("POST /v1/players", &digest);
+    let created = state
+        .app
+        .register(&body.name, body.password, idempotency.as_ref())
+        .await?;
     Ok((StatusCode::CREATED, Json(created)))
 }
 
