@@ -1,11 +1,13 @@
 //! Statki: an authoritative HTTP/JSON Battleship service.
 //!
 //! - [`engine`]: the pure rules (no I/O, clock or randomness).
+//! - [`bot`]: bot opponents: fleet placement and the three levels of play, from a view.
 //! - [`store`]: the only module that speaks SQL.
 //! - [`live`]: LISTEN/NOTIFY fan-out of committed events to server-sent event streams.
 //! - [`embedded_pg`]: a private PostgreSQL cluster for the zero-configuration default.
 
 pub mod auth;
+pub mod bot;
 pub mod clock;
 pub mod config;
 pub mod embedded_pg;
