@@ -56,6 +56,8 @@ pub enum ServiceError {
     UnknownRuleset(String),
     #[error("ranked matches use the preset's standard rules and clock: {0}")]
     RankedNeedsStandardRules(&'static str),
+    #[error("a match against a bot is never ranked: create it with `ranked: false`")]
+    RankedAgainstBot,
     #[error("this Idempotency-Key was used for a different request")]
     IdempotencyMismatch,
     #[error("a request with this Idempotency-Key is still being processed")]
@@ -112,6 +114,17 @@ pub struct PlayerProfile {
     pub ladders: Vec<crate::ladder::LadderStanding>,
 }
 
+/// A bot opponent as `GET /v1/bots` lists it.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct BotProfile {
+    /// The bot's player id: challenge it with `opponent` set to this.
+    pub id: Uuid,
+    pub name: String,
+    pub level: crate::bot::Level,
+    /// One line on how it plays.
+    pub description: String,
+}
+
 /// What a lobby asks for when creating a match.
 #[derive(Clone, Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -126,7 +139,8 @@ pub struct NewMatch {
     /// Unranked only: own clocks within bounds (placement 5–600 s, shot 2–120 s).
     #[serde(default)]
     pub clock: Option<Clock>,
-    /// A direct challenge: only this player may join.
+    /// A direct challenge: only this player may join. A bot's id (see `GET /v1/bots`)
+    /// challenges that bot; such a match is never ranked (`422 ranked_against_bot`).
     #[serde(default)]
     pub opponent: Option<Uuid>,
 }
@@ -288,6 +302,20 @@ impl Service {
         })
     }
 
+    /// The bot opponents, easiest first.
+    pub async fn bots(&self) -> Result<Vec<BotProfile>> {
+        let rows = store::bots::list(&self.pool).await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| BotProfile {
+                id: row.id,
+                name: row.name,
+                level: row.level,
+                description: row.description,
+            })
+            .collect())
+    }
+
     /// Resolves a lobby's request into the rules the match will be played by.
     pub fn resolve_rules(&self, request: &NewMatch) -> Result<MatchRules> {
         let ruleset = match request.ruleset.as_deref() {
@@ -326,10 +354,13 @@ impl Service {
         idempotency: Option<&Idempotency>,
     ) -> Result<Value> {
         let rules = self.resolve_rules(request)?;
-        if let Some(opponent) = request.opponent
-            && players::get(&self.pool, opponent).await?.is_none()
-        {
-            return Err(ServiceError::NotFound("opponent"));
+        if let Some(opponent) = request.opponent {
+            if players::get(&self.pool, opponent).await?.is_none() {
+                return Err(ServiceError::NotFound("opponent"));
+            }
+            if request.ranked && store::bots::level_of(&self.pool, opponent).await?.is_some() {
+                return Err(ServiceError::RankedAgainstBot);
+            }
         }
         let mut tx = self.pool.begin().await?;
         if let Some(answer) = claim_or_replay(&mut tx, creator, idempotency).await? {
@@ -367,38 +398,30 @@ impl Service {
         let (row, now) = matches::lock(&mut *tx, match_id)
             .await?
             .ok_or(ServiceError::NotFound("match"))?;
-        if let Ok(expiry) = row.state.expire(now) {
-            // The clock ran out before this command arrived, and the clock task has not
-            // enforced it yet: enforce it now, then judge the command by the ended match.
-            let (expired, stored) = append_events(&mut tx, row, &expiry, now).await?;
-            announce(&mut tx, match_id, &expired, &stored).await?;
-            if let Some(key) = idempotency {
-                idempotency::release(&mut *tx, actor, &key.key).await?;
-            }
-            tx.commit().await?;
-            let refusal = expired.decide(actor, &command, now, draw()).err();
-            return Err(refusal.unwrap_or(Refusal::NotDue).into());
-        }
-        let events = row.state.decide(actor, &command, now, draw())?;
         let created_at = row.created_at;
-        let (state, stored) = append_events(&mut tx, row, &events, now).await?;
-        let committed = Committed {
-            id: match_id,
-            state: &state,
-            stored: &stored,
-            seq: stored.last().map_or(0, |event| event.seq),
-            created_at,
-            now,
-        };
-        let response = to_json(&respond(&committed))?;
-        remember(&mut tx, actor, idempotency, &response).await?;
-        announce(&mut tx, match_id, &state, &stored).await?;
-        tx.commit().await?;
-        metrics::counter!("statki_events_total").increment(stored.len() as u64);
-        if matches!(command, Command::Fire { .. }) {
-            metrics::counter!("statki_shots_total").increment(1);
+        match command_locked(&mut tx, row, actor, &command, now).await? {
+            Applied::ClockRanOut(refusal) => {
+                if let Some(key) = idempotency {
+                    idempotency::release(&mut *tx, actor, &key.key).await?;
+                }
+                tx.commit().await?;
+                Err(refusal.into())
+            }
+            Applied::Done(state, stored) => {
+                let committed = Committed {
+                    id: match_id,
+                    state: &state,
+                    stored: &stored,
+                    seq: stored.last().map_or(0, |event| event.seq),
+                    created_at,
+                    now,
+                };
+                let response = to_json(&respond(&committed))?;
+                remember(&mut tx, actor, idempotency, &response).await?;
+                tx.commit().await?;
+                Ok(response)
+            }
         }
-        Ok(response)
     }
 
     /// Applies the engine's expiry to every match whose clock ran out by `now`, in batches
@@ -555,6 +578,44 @@ impl Service {
             })
             .collect())
     }
+}
+
+/// What a command did to a locked match.
+pub(crate) enum Applied {
+    /// Accepted: the new state and the events stored for it.
+    Done(Match, Vec<StoredEvent>),
+    /// The clock had run out first: the expiry is stored and the command is refused.
+    ClockRanOut(Refusal),
+}
+
+/// The write path of one command on a match row locked in `tx`: enforce a clock that ran
+/// out first, else let the engine decide, append the events, update the row and queue the
+/// notices, all in `tx`. Players' commands and bots' moves both come through here. A refusal
+/// is returned before anything is written; the caller commits.
+pub(crate) async fn command_locked(
+    tx: &mut sqlx::PgConnection,
+    row: matches::MatchRow,
+    actor: Uuid,
+    command: &Command,
+    now: DateTime<Utc>,
+) -> Result<Applied> {
+    let match_id = row.id;
+    if let Ok(expiry) = row.state.expire(now) {
+        // The clock ran out before this command arrived, and the clock task has not
+        // enforced it yet: enforce it now, then judge the command by the ended match.
+        let (expired, stored) = append_events(tx, row, &expiry, now).await?;
+        announce(tx, match_id, &expired, &stored).await?;
+        let refusal = expired.decide(actor, command, now, draw()).err();
+        return Ok(Applied::ClockRanOut(refusal.unwrap_or(Refusal::NotDue)));
+    }
+    let events = row.state.decide(actor, command, now, draw())?;
+    let (state, stored) = append_events(tx, row, &events, now).await?;
+    announce(tx, match_id, &state, &stored).await?;
+    metrics::counter!("statki_events_total").increment(stored.len() as u64);
+    if matches!(command, Command::Fire { .. }) {
+        metrics::counter!("statki_shots_total").increment(1);
+    }
+    Ok(Applied::Done(state, stored))
 }
 
 /// Claims the request's idempotency key in `tx`. A key already used gives the first answer

@@ -16,7 +16,7 @@ pub mod placement;
 pub mod sea;
 pub mod simulate;
 pub mod strategy;
-// pub mod worker;
+pub mod worker;
 
 use rand::Rng;
 use serde::{Deserialize, Serialize};

@@ -116,6 +116,11 @@ impl From<ServiceError> for ApiError {
                 "ranked_needs_standard_rules",
                 detail,
             ),
+            ServiceError::RankedAgainstBot => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "ranked_against_bot",
+                detail,
+            ),
             ServiceError::IdempotencyMismatch => ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "idempotency_key_reused",

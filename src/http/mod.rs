@@ -1,6 +1,7 @@
 //! The HTTP face of the service: per-resource routers, problem+json errors, middleware.
 //! Only this module knows status codes.
 
+mod bots;
 pub mod error;
 pub mod extract;
 mod ladder;
@@ -64,6 +65,7 @@ pub struct HttpSettings {
         (name = "rulesets", description = "The rule-set presets"),
         (name = "matches", description = "Creating, joining and playing matches"),
         (name = "matchmaking", description = "The ranked queue and rematches"),
+        (name = "bots", description = "Bot opponents to challenge"),
         (name = "ladder", description = "Ranked ladders, one per rule set"),
         (name = "live", description = "Server-sent event streams: match events and the player's own feed"),
         (name = "system", description = "Health, readiness, metrics")
@@ -92,6 +94,7 @@ impl utoipa::Modify for BearerAuth {
 fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(players::router())
+        .merge(bots::router())
         .merge(rulesets::router())
         .merge(matches::router())
         .merge(ladder::router())
