@@ -583,7 +583,7 @@ impl Service {
 /// What a command did to a locked match.
 pub(crate) enum Applied {
     /// Accepted: the new state and the events stored for it.
-    Done(Match, Vec<StoredEvent>),
+    Done(Box<Match>, Vec<StoredEvent>),
     /// The clock had run out first: the expiry is stored and the command is refused.
     ClockRanOut(Refusal),
 }
@@ -615,7 +615,7 @@ pub(crate) async fn command_locked(
     if matches!(command, Command::Fire { .. }) {
         metrics::counter!("statki_shots_total").increment(1);
     }
-    Ok(Applied::Done(state, stored))
+    Ok(Applied::Done(Box::new(state), stored))
 }
 
 /// Claims the request's idempotency key in `tx`. A key already used gives the first answer

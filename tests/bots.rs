@@ -101,8 +101,7 @@ async fn play(
     human: &Player,
     turns: Option<usize>,
 ) -> Value {
-    let mut fired = 0;
-    for _ in 0..1_000 {
+    for fired in 0..1_000 {
         settle(app, worker).await;
         let seen = view(app, id, human).await;
         if seen["phase"] != "battle" || turns.is_some_and(|turns| fired >= turns) {
@@ -121,7 +120,6 @@ async fn play(
             )
             .await;
         assert_eq!(shot.status, StatusCode::OK, "{:?}", shot.body);
-        fired += 1;
     }
     panic!("the match did not end");
 }
