@@ -3,7 +3,7 @@
 //! worst per level.
 //!
 //! `cargo bench --bench bots` (optional: `BOTS_GAMES=10000` games per preset and level,
-//! `BOTS_SEED=1`).
+//! `BOTS_SEED=1`, `BOTS_PRESET=statki` and `BOTS_LEVEL=hard` to run one preset or level).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Instant;
@@ -29,9 +29,17 @@ fn main() {
         "{:<10} {:<7} {:>7} {:>7} {:>5} {:>6} {:>6} {:>10}",
         "preset", "level", "mean", "median", "p95", "best", "worst", "µs/game"
     );
+    let only: Option<String> = std::env::var("BOTS_PRESET").ok();
     for ruleset in RuleSetId::ALL {
+        if only.as_deref().is_some_and(|only| only != ruleset.as_str()) {
+            continue;
+        }
         let rules = rules(ruleset, HouseOptions::default()).expect("preset rules");
-        for level in Level::ALL {
+        let levels: Vec<Level> = std::env::var("BOTS_LEVEL")
+            .ok()
+            .and_then(|l| Level::parse(&l))
+            .map_or(Level::ALL.to_vec(), |l| vec![l]);
+        for level in levels {
             // The same seed per preset and level: every level meets the same fleets.
             let mut rng = StdRng::seed_from_u64(seed);
             let started = Instant::now();
