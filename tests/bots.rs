@@ -18,7 +18,7 @@ const BOSMAN: &str = "00000000-0000-4000-8000-00000000b002";
 const ADMIRAL: &str = "00000000-0000-4000-8000-00000000b003";
 
 fn worker(app: &TestApp, delay_ms: u64) -> Worker {
-    Worker::new(app.service.clone(), Duration::from_millis(delay_ms))
+    Worker::new(app.app.clone(), Duration::from_millis(delay_ms))
 }
 
 async fn db_now(app: &TestApp) -> DateTime<Utc> {

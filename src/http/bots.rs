@@ -6,7 +6,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::AppState;
 use super::error::ApiError;
-use crate::service::BotProfile;
+use crate::app::BotProfile;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(list_bots))
@@ -19,5 +19,5 @@ pub fn router() -> OpenApiRouter<AppState> {
     responses((status = 200, body = Vec<BotProfile>))
 )]
 async fn list_bots(State(state): State<AppState>) -> Result<Json<Vec<BotProfile>>, ApiError> {
-    Ok(Json(state.service.bots().await?))
+    Ok(Json(state.app.bots().await?))
 }
