@@ -69,6 +69,11 @@ pub struct Config {
     #[arg(long, env = "STATKI_STREAMS_PER_REPLICA", default_value_t = 20_000)]
     pub streams_per_replica: usize,
 
+    /// Milliseconds a bot pauses before each action (0 plays at once). Joining and placing
+    /// wait at most 500 ms, and a bot about to run out of time acts at once.
+    #[arg(long, env = "STATKI_BOT_DELAY_MS", default_value_t = 800, value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    pub bot_delay_ms: u64,
+
     /// Largest database connection pool.
     #[arg(long, env = "STATKI_DB_POOL", default_value_t = 16)]
     pub db_pool: u32,

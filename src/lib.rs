@@ -3,6 +3,7 @@
 //! - [`engine`]: the pure rules (no I/O, clock or randomness).
 //! - [`app`]: the use cases, between `http` and `store`, with the one write path.
 //! - [`http`]: the HTTP face: routers, extractors, problem+json errors.
+//! - [`bot`]: bot opponents: fleet placement and the three levels of play, from a view.
 //! - [`store`]: the only module that speaks SQL.
 //! - [`clock`] and the matchmaking sweep: background steps that call the use cases.
 //! - [`live`]: LISTEN/NOTIFY fan-out of committed events to server-sent event streams.
@@ -11,6 +12,7 @@
 pub mod accounts;
 pub mod app;
 pub mod auth;
+pub mod bot;
 pub mod clock;
 pub mod config;
 pub mod engine;

@@ -12,7 +12,7 @@ use statki::config::{Config, LogFormat, Task};
 use statki::engine::Clock;
 use statki::http::{self, HttpSettings};
 use statki::live::{Hub, HubSettings};
-use statki::{auth, clock, store, verify};
+use statki::{auth, bot, clock, store, verify};
 use tracing_subscriber::EnvFilter;
 
 // The shot path allocates many small buffers; mimalloc cut the allocator's share of the
@@ -85,7 +85,10 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
         .await
         .context("giving clocks back the time of an outage")?;
     let clock_task = tokio::spawn(clock::run(app.clone(), stop_rx.clone()));
-    let matchmaking_task = tokio::spawn(matchmaking::run(app.clone(), stop_rx));
+    let matchmaking_task = tokio::spawn(matchmaking::run(app.clone(), stop_rx.clone()));
+    let bot_worker =
+        bot::worker::Worker::new(app.clone(), Duration::from_millis(config.bot_delay_ms));
+    let bot_task = tokio::spawn(bot::worker::run(bot_worker, stop_rx));
     let live = Hub::start(
         &pool,
         HubSettings {
@@ -125,6 +128,7 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
     let _ = stop_tx.send(true);
     let _ = clock_task.await;
     let _ = matchmaking_task.await;
+    let _ = bot_task.await;
     pool.close().await;
     Ok(())
 }

@@ -20,6 +20,8 @@ pub enum AppError {
     UnknownRuleset(String),
     #[error("ranked matches use the preset's standard rules and clock: {0}")]
     RankedNeedsStandardRules(&'static str),
+    #[error("a match against a bot is never ranked: create it with `ranked: false`")]
+    RankedAgainstBot,
     #[error("this Idempotency-Key was used for a different request")]
     IdempotencyMismatch,
     #[error("a request with this Idempotency-Key is still being processed")]
@@ -68,6 +70,7 @@ impl AppError {
             AppError::InvalidName(_) => "invalid_name",
             AppError::UnknownRuleset(_) => "unknown_ruleset",
             AppError::RankedNeedsStandardRules(_) => "ranked_needs_standard_rules",
+            AppError::RankedAgainstBot => "ranked_against_bot",
             AppError::IdempotencyMismatch => "idempotency_key_reused",
             AppError::IdempotencyInProgress => "idempotency_key_in_progress",
             AppError::Token(_) | AppError::UnknownPlayer | AppError::Revoked => "unauthorized",

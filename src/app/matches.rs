@@ -52,10 +52,13 @@ impl App {
         idempotency: Option<&Idempotency>,
     ) -> Result<Answer<MatchResource>> {
         let rules = self.resolve_rules(request)?;
-        if let Some(opponent) = request.opponent
-            && players::get(self.pool(), opponent).await?.is_none()
-        {
-            return Err(AppError::NotFound("opponent"));
+        if let Some(opponent) = request.opponent {
+            if players::get(self.pool(), opponent).await?.is_none() {
+                return Err(AppError::NotFound("opponent"));
+            }
+            if request.ranked && self.is_bot(opponent).await? {
+                return Err(AppError::RankedAgainstBot);
+            }
         }
         let mut tx = self.pool().begin().await?;
         if let Some(answer) = claim_or_replay(&mut tx, creator, idempotency).await? {

@@ -4,6 +4,7 @@
 //! ([`write`]); concurrent player commands are group-committed ([`commands`]).
 
 mod accounts;
+mod bots;
 mod clocks;
 mod commands;
 mod error;
@@ -22,6 +23,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
 pub use accounts::{Me, Session};
+pub use bots::{BotBatch, BotProfile, BotWindow};
 pub use clocks::Expired;
 pub use error::{AppError, Result};
 pub use idempotency::{Answer, Idempotency};

@@ -45,7 +45,8 @@ pub struct NewMatch {
     #[serde(default)]
     #[schema(value_type = Option<OwnClock>)]
     pub clock: Option<Clock>,
-    /// A direct challenge: only this player may join.
+    /// A direct challenge: only this player may join. A bot's id (see `GET /v1/bots`)
+    /// challenges that bot; such a match is never ranked (`422 ranked_against_bot`).
     #[serde(default)]
     pub opponent: Option<Uuid>,
 }

@@ -85,6 +85,7 @@ error_codes! {
     InvalidPassword = "invalid_password",
     WrongPassword = "wrong_password",
     CurrentPasswordRequired = "current_password_required",
+    RankedAgainstBot = "ranked_against_bot",
 }
 
 impl std::fmt::Display for ErrorCode {
@@ -190,6 +191,7 @@ fn status_of(error: &AppError) -> StatusCode {
         | AppError::UnknownRuleset(_)
         | AppError::RankedNeedsStandardRules(_)
         | AppError::IdempotencyMismatch
+        | AppError::RankedAgainstBot
         | AppError::InvalidPassword
         | AppError::CurrentPasswordRequired => StatusCode::UNPROCESSABLE_ENTITY,
         AppError::Token(_)
@@ -337,6 +339,7 @@ mod tests {
             AppError::InvalidPassword,
             AppError::WrongPassword,
             AppError::CurrentPasswordRequired,
+            AppError::RankedAgainstBot,
             AppError::ShuttingDown,
             AppError::Unavailable(String::new()),
             AppError::Corrupt(String::new()),

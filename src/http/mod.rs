@@ -3,6 +3,7 @@
 
 mod accounts;
 mod contract;
+mod bots;
 pub mod error;
 pub mod extract;
 mod ladder;
@@ -68,6 +69,7 @@ pub struct HttpSettings {
         (name = "rulesets", description = "The rule-set presets"),
         (name = "matches", description = "Creating, joining and playing matches"),
         (name = "matchmaking", description = "The ranked queue and rematches"),
+        (name = "bots", description = "Bot opponents to challenge"),
         (name = "ladder", description = "Ranked ladders, one per rule set"),
         (name = "live", description = "Server-sent event streams: match events and the player's own feed"),
         (name = "system", description = "Health, readiness, metrics")
@@ -97,6 +99,7 @@ fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(players::router())
         .merge(accounts::router())
+        .merge(bots::router())
         .merge(rulesets::router())
         .merge(matches::router())
         .merge(ladder::router())

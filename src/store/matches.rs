@@ -18,7 +18,7 @@ pub struct MatchRow {
     pub created_at: DateTime<Utc>,
 }
 
-fn decode(row: &sqlx::postgres::PgRow) -> Result<MatchRow, StoreError> {
+pub(super) fn decode(row: &sqlx::postgres::PgRow) -> Result<MatchRow, StoreError> {
     // Decoded straight from the column's text: no intermediate JSON tree on the hot path.
     let Json(snapshot): Json<Snapshot> = row
         .try_get("snapshot")

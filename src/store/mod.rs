@@ -2,6 +2,7 @@
 //! settings. Every function takes an executor so the service decides the transaction.
 
 pub mod accounts;
+pub mod bots;
 pub mod events;
 pub mod idempotency;
 pub mod listing;

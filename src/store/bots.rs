@@ -1,0 +1,143 @@
+//! Bot players and the work waiting for them: matches where a bot must join, place or
+//! shoot, and rematch offers it must answer. Everything is read from the match rows and
+//! offers themselves, so pending bot work survives any restart without a queue of its own.
+
+use chrono::{DateTime, Utc};
+use sqlx::{PgExecutor, Row};
+use uuid::Uuid;
+
+use super::StoreError;
+use super::matches::{MatchRow, decode};
+use crate::bot::Level;
+
+/// A bot as `GET /v1/bots` lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BotRow {
+    pub id: Uuid,
+    pub name: String,
+    pub level: Level,
+    pub description: String,
+}
+
+fn level(text: &str) -> Result<Level, StoreError> {
+    Level::parse(text).ok_or_else(|| StoreError::Corrupt(format!("bot level {text}")))
+}
+
+/// Every bot, easiest first.
+pub async fn list(db: impl PgExecutor<'_>) -> Result<Vec<BotRow>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT id, name, bot_level, bot_description FROM players
+         WHERE bot_level IS NOT NULL
+         ORDER BY array_position(ARRAY['easy', 'medium', 'hard'], bot_level), name",
+    )
+    .fetch_all(db)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(BotRow {
+                id: row.try_get("id")?,
+                name: row.try_get("name")?,
+                level: level(row.try_get("bot_level")?)?,
+                description: row.try_get("bot_description")?,
+            })
+        })
+        .collect()
+}
+
+/// The level of `player` when it is a bot.
+pub async fn level_of(db: impl PgExecutor<'_>, player: Uuid) -> Result<Option<Level>, StoreError> {
+    let text: Option<Option<String>> =
+        sqlx::query_scalar("SELECT bot_level FROM players WHERE id = $1")
+            .bind(player)
+            .fetch_optional(db)
+            .await?;
+    text.flatten().as_deref().map(level).transpose()
+}
+
+/// A match locked for a bot's next action.
+#[derive(Debug)]
+pub struct BotTurn {
+    pub id: Uuid,
+    pub bot: Uuid,
+    pub level: Result<Level, StoreError>,
+    pub row: Result<MatchRow, StoreError>,
+}
+
+/// Locks, for this transaction, up to `limit` matches where a bot has something to do:
+/// join a match it is invited to, place its fleet, or shoot on its turn. A match qualifies
+/// once it has been still since `settled` for a shot or `setup_settled` for joining and
+/// placing (the bot's pauses), or at once when its clock runs out before `urgent`, so a bot
+/// never loses on time for pausing. Rows another transaction
+/// holds are skipped (`SKIP LOCKED`): replicas share the work, and none acts on a match
+/// twice.
+pub async fn claim_turns(
+    db: impl PgExecutor<'_>,
+    settled: DateTime<Utc>,
+    setup_settled: DateTime<Utc>,
+    urgent: DateTime<Utc>,
+    limit: i64,
+) -> Result<Vec<BotTurn>, StoreError> {
+    let rows = sqlx::query(
+        "WITH bots AS (SELECT id, bot_level FROM players WHERE bot_level IS NOT NULL)
+         SELECT m.id, m.snapshot, m.last_seq, m.created_at, b.id AS bot, b.bot_level
+         FROM matches m
+         JOIN bots b ON (m.phase = 'waiting' AND m.invited = b.id)
+                     OR (m.phase IN ('placement', 'battle') AND b.id IN (m.creator, m.joiner))
+         WHERE (m.deadline <= $3
+                OR (m.phase = 'battle' AND m.updated_at <= $1)
+                OR (m.phase <> 'battle' AND m.updated_at <= $2))
+           AND (m.phase = 'waiting'
+                OR (m.phase = 'battle' AND m.turn = b.id)
+                OR (m.phase = 'placement' AND NOT EXISTS (
+                        SELECT 1 FROM match_events e
+                        WHERE e.match_id = m.id AND e.kind = 'fleet_locked' AND e.actor = b.id)))
+         ORDER BY m.updated_at
+         LIMIT $4
+         FOR UPDATE OF m SKIP LOCKED",
+    )
+    .bind(settled)
+    .bind(setup_settled)
+    .bind(urgent)
+    .bind(limit)
+    .fetch_all(db)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            let level_text: String = row.try_get("bot_level")?;
+            Ok(BotTurn {
+                id: row.try_get("id")?,
+                bot: row.try_get("bot")?,
+                level: level(&level_text),
+                row: decode(row),
+            })
+        })
+        .collect()
+}
+
+/// Finished matches against a bot whose human opponent offers a rematch (made before
+/// `settled`) that the bot has not answered yet, with the bot to answer.
+pub async fn rematch_offers(
+    db: impl PgExecutor<'_>,
+    now: DateTime<Utc>,
+    settled: DateTime<Utc>,
+    limit: i64,
+) -> Result<Vec<(Uuid, Uuid)>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT o.match_id, b.id AS bot
+         FROM rematch_offers o
+         JOIN matches m ON m.id = o.match_id
+         JOIN players b ON b.bot_level IS NOT NULL AND b.id IN (m.creator, m.joiner)
+         WHERE o.expires_at > $1 AND o.offered_at <= $2 AND o.player_id <> b.id
+           AND NOT EXISTS (SELECT 1 FROM rematches r WHERE r.match_id = o.match_id)
+         ORDER BY o.offered_at
+         LIMIT $3",
+    )
+    .bind(now)
+    .bind(settled)
+    .bind(limit)
+    .fetch_all(db)
+    .await?;
+    rows.iter()
+        .map(|row| Ok((row.try_get("match_id")?, row.try_get("bot")?)))
+        .collect()
+}
