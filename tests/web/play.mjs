@@ -314,10 +314,41 @@ async function main() {
     await first.page.click('.resign button.danger');
     await first.page.waitForSelector('[data-testid=result]', WAIT);
 
-    log('lobby and ladder');
-    await ala.page.goto(`${BASE}/#/`);
+    log('lobby: an open match with a house option, and the ranked queue pairing two players');
+    await bolek.page.goto(`${BASE}/#/`);
+    await bolek.page.waitForSelector('[data-testid=create-match]', WAIT);
+    await bolek.page.selectOption('#create-ruleset', 'battaglia');
+    await bolek.page.check('#create-extra');
+    await bolek.page.click('[data-testid=create-match] button[type=submit]');
+    await bolek.page.waitForURL(/#\/m\//, WAIT);
+    const battaglia = matchIdOf(bolek.page);
+    await ala.page.goto(`${BASE}/#/?at=${Date.now()}`);
+    const openRow = ala.page.locator(`[data-testid=open-matches] [data-match="${battaglia}"]`);
+    await openRow.waitFor(WAIT);
+    assert.match(await openRow.textContent(), /Hit = shoot again/);
+    await ala.page.selectOption('#queue-ruleset', 'statki');
+    await ala.page.click('[data-testid=queue] button[type=submit]');
+    await ala.page.waitForSelector('[data-testid=searching]', WAIT);
     await ala.page.waitForSelector('[data-testid=my-matches] .row', WAIT);
     if (SCREENSHOTS) await shoot(ala.page, 'lobby');
+    await bolek.page.click('[data-testid=withdraw]');
+    await bolek.page.waitForSelector('[data-testid=result]', WAIT);
+    await bolek.page.goto(`${BASE}/#/?at=${Date.now()}`);
+    await bolek.page.waitForSelector('#queue-ruleset', WAIT);
+    await bolek.page.selectOption('#queue-ruleset', 'statki');
+    await bolek.page.click('[data-testid=queue] button[type=submit]');
+    await bolek.page.waitForURL(/#\/m\//, WAIT);
+    await ala.page.waitForURL(/#\/m\//, WAIT);
+    assert.equal(matchIdOf(ala.page), matchIdOf(bolek.page), 'the queue paired the two players');
+    await ala.page.waitForSelector('.badge.ranked', WAIT);
+    await ala.page.waitForSelector('[data-testid=next-ship]', WAIT);
+    await ala.page.click('.resign button');
+    await ala.page.click('.resign button.danger');
+    await ala.page.waitForSelector('[data-testid=result]', WAIT);
+
+    log('ladder and profile');
+    await bolek.page.goto(`${BASE}/#/ladder/statki`);
+    await bolek.page.waitForSelector(`[data-testid=ladder] tr:has-text("${alaName}")`, WAIT);
     await ala.page.goto(`${BASE}/#/p/${alaView.you}`);
     await ala.page.waitForSelector('.history tbody tr', WAIT);
 

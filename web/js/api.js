@@ -101,9 +101,10 @@ export class Api {
   // --- reading ---
   rulesets() { return this.get('/v1/rulesets'); }
   player(id) { return this.get(`/v1/players/${encodeURIComponent(id)}`); }
-  playerMatches(id, before) {
-    const query = before ? `?before=${encodeURIComponent(before)}` : '';
-    return this.get(`/v1/players/${encodeURIComponent(id)}/matches${query}`);
+  /** A page of a player's matches; `cursor` is `{after}` (a page's `next`) or `{before}` (a time). */
+  playerMatches(id, cursor = {}) {
+    const query = new URLSearchParams(Object.entries(cursor).filter(([, value]) => value)).toString();
+    return this.get(`/v1/players/${encodeURIComponent(id)}/matches${query ? `?${query}` : ''}`);
   }
   openMatches() { return this.get('/v1/matches?status=open'); }
   liveMatches() { return this.get('/v1/matches?status=live'); }

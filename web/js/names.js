@@ -14,6 +14,13 @@ export function remember(id, name) {
   if (id && name) known.set(id, Promise.resolve(name));
 }
 
+/** Keeps the names a view or list entry carries (`names`: id → name), where the server sends them. */
+export function rememberNames(resource) {
+  if (resource && resource.names && typeof resource.names === 'object') {
+    for (const [id, name] of Object.entries(resource.names)) remember(id, name);
+  }
+}
+
 export function nameOf(id) {
   if (!id) return Promise.resolve('?');
   if (!known.has(id)) {

@@ -21,7 +21,8 @@ export function render(app, main, ruleset) {
     try {
       const answer = await app.api.ladder(ruleset, after);
       if (!alive) return;
-      for (const entry of answer.entries) {
+      for (const ladderEntry of answer.entries) {
+        const entry = { ...ladderEntry, player: ladderEntry.player_id || ladderEntry.player };
         if (entry.name) remember(entry.player, entry.name);
         body.append(h('tr', {},
           h('td', { class: 'num' }, entry.rank),

@@ -4,7 +4,7 @@
 
 import { h, mount } from '../dom.js';
 import { t, rulesetTitle } from '../i18n.js';
-import { playerLink } from '../names.js';
+import { playerLink, rememberNames } from '../names.js';
 
 const REFRESH_MS = 5000;
 const QUEUE_POLL_MS = 2000;
@@ -20,7 +20,8 @@ export function render(app, main, query) {
   const queueBox = h('div', { class: 'queue', 'data-testid': 'queue' });
   const createBox = h('div');
   const botsSection = h('section', { class: 'panel', hidden: true });
-  const liveSection = h('section', { class: 'panel' }, h('h2', {}, t('lobby.live')), liveList);
+  // Shown once the server answers the live list (older servers only list open matches).
+  const liveSection = h('section', { class: 'panel', hidden: true }, h('h2', {}, t('lobby.live')), liveList);
 
   mount(main,
     h('h1', { class: 'visually-hidden' }, t('nav.lobby')),
@@ -39,18 +40,28 @@ export function render(app, main, query) {
   }).catch((error) => mount(createBox, h('p', { class: 'form-error' }, error.message)));
 
   // --- lists ---
-  const matchRow = (match, action) => h('div', { class: 'row', 'data-match': match.id },
-    h('span', { class: 'badge ruleset' }, rulesetTitle(match.ruleset)),
-    match.ranked ? h('span', { class: 'badge ranked' }, t('match.ranked')) : null,
-    match.rules && match.rules.options && match.rules.options.extra_shot_on_hit ? h('span', { class: 'badge' }, t('option.extra_shot')) : null,
-    h('span', { class: 'who' }, match.players.map((id, i) => [i ? ' – ' : '', playerLink(id)])),
-    match.invited && app.me && match.invited === app.me.id ? h('span', { class: 'badge invite' }, t('lobby.for_you')) : null,
-    h('span', { class: 'grow' }),
+  const matchRow = (match, action, detail) => rememberNames(match) || h('div', { class: 'row', 'data-match': match.id },
+    h('div', { class: 'row-main' },
+      h('div', { class: 'who' }, match.players.map((id, i) => [i ? ' – ' : '', playerLink(id)])),
+      h('div', { class: 'row-badges' },
+        h('span', { class: 'badge ruleset' }, rulesetTitle(match.ruleset)),
+        match.ranked ? h('span', { class: 'badge ranked' }, t('match.ranked')) : null,
+        match.rules && match.rules.options && match.rules.options.extra_shot_on_hit ? h('span', { class: 'badge' }, t('option.extra_shot')) : null,
+        match.phase === 'waiting' && match.invited && match.invited === app.me.id ? h('span', { class: 'badge invite' }, t('lobby.for_you')) : null,
+        detail ? h('span', { class: 'muted small-text' }, detail) : null)),
     action);
+
+  /** How a match stands for the signed-in player: its phase, or the result. */
+  function standing(match) {
+    if (match.phase !== 'finished' || !match.result) return t(`phase.${match.phase}`);
+    if (!match.result.winner) return t('profile.draw');
+    return match.result.winner === app.me.id ? t('profile.win') : t('profile.loss');
+  }
 
   async function refreshOpen() {
     try {
-      const matches = await app.api.openMatches();
+      const answer = await app.api.openMatches();
+      const matches = Array.isArray(answer) ? answer : answer.matches || [];
       if (!alive) return;
       const rows = matches.map((match) => matchRow(match, match.players.includes(app.me.id)
         ? h('a', { class: 'button secondary', href: `#/m/${match.id}` }, t('lobby.yours'))
@@ -65,8 +76,9 @@ export function render(app, main, query) {
     if (!app.features.live) return;
     try {
       const answer = await app.api.liveMatches();
-      const matches = Array.isArray(answer) ? answer : answer.matches || answer.items || [];
+      const matches = Array.isArray(answer) ? answer : answer.matches || [];
       if (!alive) return;
+      liveSection.hidden = false;
       const rows = matches.map((match) => matchRow(match, h('a', { class: 'button secondary', href: `#/m/${match.id}` },
         match.players.includes(app.me.id) ? t('lobby.resume') : t('lobby.watch'))));
       mount(liveList, rows.length ? rows : h('p', { class: 'empty' }, t('lobby.none_live')));
@@ -80,10 +92,10 @@ export function render(app, main, query) {
   async function refreshMine() {
     try {
       const answer = await app.api.playerMatches(app.me.id);
-      const matches = (Array.isArray(answer) ? answer : answer.matches || answer.items || []).slice(0, 8);
+      const matches = (Array.isArray(answer) ? answer : answer.matches || []).slice(0, 8);
       if (!alive) return;
       const rows = matches.map((match) => matchRow(match, h('a', { class: 'button secondary', href: `#/m/${match.id}` },
-        ['finished', 'cancelled'].includes(match.phase) ? t('lobby.view') : t('lobby.resume'))));
+        ['finished', 'cancelled'].includes(match.phase) ? t('lobby.view') : t('lobby.resume')), standing(match)));
       mount(mineList, rows.length ? rows : h('p', { class: 'empty' }, t('lobby.none_mine')));
     } catch (error) {
       mount(mineList, h('p', { class: 'form-error' }, error.message));

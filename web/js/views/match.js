@@ -8,7 +8,7 @@ import { t, rulesetTitle, shipName } from '../i18n.js';
 import { Board } from '../board.js';
 import { randomFleet, shipCells } from '../cells.js';
 import { follow } from '../sse.js';
-import { nameOf, playerLink } from '../names.js';
+import { nameOf, playerLink, rememberNames } from '../names.js';
 import { verifyFleet } from '../commit.js';
 
 const TICK_MS = 250;
@@ -92,6 +92,7 @@ export function render(app, main, id) {
 
   function accept(next) {
     if (view && next.seq < view.seq) return;
+    rememberNames(next);
     const wasOver = view && isOver(view);
     view = next;
     clockEnd = typeof next.deadline_ms_left === 'number' && next.deadline ? performance.now() + next.deadline_ms_left : null;
@@ -322,7 +323,7 @@ export function render(app, main, id) {
     if (view.phase === 'waiting') {
       if (participant()) {
         parts.push(h('p', {}, t('waiting.share')), h('input', { class: 'share', readonly: true, value: location.href, 'aria-label': t('waiting.link'), onfocus: (event) => event.target.select() }),
-          h('button', { type: 'button', class: 'secondary', onclick: () => command(() => app.api.resign(id)) }, t('waiting.withdraw')));
+          h('button', { type: 'button', class: 'secondary', 'data-testid': 'withdraw', onclick: () => command(() => app.api.resign(id)) }, t('waiting.withdraw')));
       } else if (!view.invited || view.invited === app.me.id) {
         parts.push(h('button', { type: 'button', onclick: () => command(() => app.api.join(id)) }, t('lobby.join')));
       }

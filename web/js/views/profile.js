@@ -2,7 +2,7 @@
 
 import { h, mount } from '../dom.js';
 import { t, rulesetTitle } from '../i18n.js';
-import { playerLink, remember } from '../names.js';
+import { playerLink, remember, rememberNames } from '../names.js';
 
 export function render(app, main, id) {
   let alive = true;
@@ -39,12 +39,13 @@ export function render(app, main, id) {
     }
   }
 
-  async function page(before) {
+  async function page(cursor) {
     try {
-      const answer = await app.api.playerMatches(id, before);
-      const matches = Array.isArray(answer) ? answer : answer.matches || answer.items || [];
+      const answer = await app.api.playerMatches(id, cursor);
+      const matches = Array.isArray(answer) ? answer : answer.matches || [];
       if (!alive) return;
       for (const match of matches) {
+        rememberNames(match);
         const opponent = match.players.find((player) => player !== id);
         const result = match.result;
         let outcome = t(`phase.${match.phase}`);
@@ -60,14 +61,17 @@ export function render(app, main, id) {
           h('td', {}, h('a', { href: `#/m/${match.id}` }, t('lobby.view')),
             match.phase === 'finished' ? [' · ', h('a', { href: `#/m/${match.id}/replay` }, t('end.replay'))] : null)));
       }
-      const cursor = answer.next || (matches.length === 100 ? matches[matches.length - 1].created_at : null);
-      mount(more, cursor ? h('button', { type: 'button', class: 'secondary', onclick: () => page(cursor) }, t('more')) : null);
+      // Paged by the answer's `next` cursor, or (older servers) by the last match's time.
+      let next = null;
+      if (answer.next) next = { after: answer.next };
+      else if (Array.isArray(answer) && matches.length === 100) next = { before: matches[matches.length - 1].created_at };
+      mount(more, next ? h('button', { type: 'button', class: 'secondary', onclick: () => page(next) }, t('more')) : null);
     } catch (error) {
       mount(more, h('p', { class: 'form-error', role: 'alert' }, error.message));
     }
   }
 
   load();
-  page(null);
+  page({});
   return () => { alive = false; };
 }

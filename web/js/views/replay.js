@@ -5,7 +5,7 @@ import { h, mount } from '../dom.js';
 import { t, rulesetTitle, shipName } from '../i18n.js';
 import { Board } from '../board.js';
 import { shipCells } from '../cells.js';
-import { nameOf, playerLink } from '../names.js';
+import { nameOf, playerLink, rememberNames } from '../names.js';
 
 const PAGE = 500;
 const PLAY_MS = 700;
@@ -29,11 +29,11 @@ export function render(app, main, id) {
   mount(main, h('div', { class: 'match replay', 'data-testid': 'replay' },
     h('header', { class: 'match-head' }, h('h1', {}, t('replay.title')), h('a', { href: `#/m/${id}` }, t('replay.back'))),
     h('div', { class: 'replay-controls panel' },
-      h('button', { type: 'button', class: 'secondary', 'aria-label': t('replay.first'), onclick: () => go(0) }, '⏮'),
+      h('button', { type: 'button', class: 'secondary', 'aria-label': t('replay.first'), onclick: () => go(0) }, '|◀'),
       h('button', { type: 'button', class: 'secondary', 'data-testid': 'replay-prev', 'aria-label': t('replay.prev'), onclick: () => go(step - 1) }, '◀'),
       playButton,
       h('button', { type: 'button', class: 'secondary', 'data-testid': 'replay-next', 'aria-label': t('replay.next'), onclick: () => go(step + 1) }, '▶'),
-      h('button', { type: 'button', class: 'secondary', 'data-testid': 'replay-last', 'aria-label': t('replay.last'), onclick: () => go(events.length) }, '⏭'),
+      h('button', { type: 'button', class: 'secondary', 'data-testid': 'replay-last', 'aria-label': t('replay.last'), onclick: () => go(events.length) }, '▶|'),
       slider, position),
     description,
     h('div', { class: 'seas' },
@@ -44,6 +44,7 @@ export function render(app, main, id) {
     try {
       const [rulesets, match] = await Promise.all([app.rulesets(), app.api.match(id)]);
       view = match;
+      rememberNames(match);
       preset = rulesets.find((ruleset) => ruleset.id === match.ruleset);
       let after = 0;
       for (;;) {
