@@ -224,6 +224,7 @@ async function main() {
         await fire(ala.page, cell, { keyboard: alaShots % 3 === 1 });
         alaShots += 1;
         if (alaShots === 4 && SCREENSHOTS) await shoot(ala.page, 'battle');
+
         if (alaShots === bolekShips.length) break;
       } else {
         await fire(bolek.page, bolekTargets[bolekShots], { keyboard: bolekShots % 2 === 0 });
@@ -348,9 +349,33 @@ async function main() {
 
     log('ladder and profile');
     await bolek.page.goto(`${BASE}/#/ladder/statki`);
-    await bolek.page.waitForSelector(`[data-testid=ladder] tr:has-text("${alaName}")`, WAIT);
+    const ladderRow = bolek.page.locator(`[data-testid=ladder] tr:has-text("${alaName}")`);
+    await ladderRow.waitFor(WAIT);
+
+    log('a challenge from the ladder arrives live');
+    await ladderRow.locator('a.button').click();
+    await bolek.page.waitForSelector('[data-testid=create-match]', WAIT);
+    await bolek.page.click('[data-testid=create-match] button[type=submit]');
+    await bolek.page.waitForURL(/#\/m\//, WAIT);
+    const challenge = matchIdOf(bolek.page);
+    const toast = ala.page.locator('.toast', { hasText: 'challenges you' });
+    await toast.waitFor(WAIT);
+    await toast.locator('button.link').click();
+    await ala.page.waitForURL(new RegExp(`#/m/${challenge}`), WAIT);
+    await ala.page.click('[data-testid=controls] button:has-text("Join")');
+    await ala.page.waitForSelector('[data-testid=next-ship]', WAIT);
+    await bolek.page.waitForSelector('[data-testid=next-ship]', WAIT);
+    await bolek.page.click('.resign button');
+    await bolek.page.click('.resign button.danger');
+    await ala.page.waitForSelector('[data-testid=result]:has-text("You won")', WAIT);
     await ala.page.goto(`${BASE}/#/p/${alaView.you}`);
     await ala.page.waitForSelector('.history tbody tr', WAIT);
+
+    log('log out');
+    await ala.page.click('.account button');
+    await ala.page.waitForSelector('#register-name', WAIT);
+    await ala.page.reload();
+    await ala.page.waitForSelector('#register-name', WAIT);
 
     assert.deepEqual(errors, [], 'no console errors');
     log('all passed');
