@@ -6,7 +6,7 @@ import { Api, saveSession } from './api.js';
 import { h, mount } from './dom.js';
 import { currentLanguage, languages, setLanguage, t } from './i18n.js';
 import { follow } from './sse.js';
-import { nameOf, remember, useApi } from './names.js';
+import { nameOf, remember, rememberNames, useApi } from './names.js';
 import * as auth from './views/auth.js';
 import * as lobby from './views/lobby.js';
 import * as matchView from './views/match.js';
@@ -105,6 +105,7 @@ class App {
   }
 
   notice(notice) {
+    rememberNames(notice);
     for (const listener of this.noticeListeners) listener(notice);
     const fresh = Date.now() - Date.parse(notice.at) < FRESH_NOTICE_MS;
     if (!fresh) return;

@@ -49,6 +49,7 @@ export function render(app, main, id) {
       let after = 0;
       for (;;) {
         const page = await app.api.events(id, after);
+        page.forEach(rememberNames);
         events = events.concat(page);
         if (page.length < PAGE) break;
         after = page[page.length - 1].seq;
