@@ -315,6 +315,22 @@ async function main() {
     await first.page.click('.resign button.danger');
     await first.page.waitForSelector('[data-testid=result]', WAIT);
 
+    log('battaglia: a sunk ship is named');
+    const italian = await createMatch(ala.page, 'battaglia');
+    await joinFromLobby(bolek.page, italian);
+    await ala.page.waitForSelector('[data-testid=random]', WAIT);
+    await ala.page.click('[data-testid=random]');
+    await bolek.page.click('[data-testid=random]');
+    const opener = await waitForTurn([ala, bolek]);
+    const defender = opener === ala ? bolek : ala;
+    const boatCell = (await viewOf(defender.page, italian)).fleet.find((ship) => ship.length === 1).cells[0];
+    await fire(opener.page, boatCell);
+    assert.match(await target(opener.page, boatCell).getAttribute('aria-label'), new RegExp(`^${boatCell}, .*Motovedetta`));
+    await opener.page.waitForSelector('[data-testid=announce]:has-text("Motovedetta")', WAIT);
+    await opener.page.click('.resign button');
+    await opener.page.click('.resign button.danger');
+    await opener.page.waitForSelector('[data-testid=result]', WAIT);
+
     log('lobby: an open match with a house option, and the ranked queue pairing two players');
     await bolek.page.goto(`${BASE}/#/`);
     await bolek.page.waitForSelector('[data-testid=create-match]', WAIT);
