@@ -173,7 +173,6 @@ async function main() {
     assert.equal(await own(ala.page, 'G1').getAttribute('aria-disabled'), 'true', 'a carrier cannot start on G1 horizontally');
     assert.match(await own(ala.page, 'A1').getAttribute('aria-label'), /^A1, /);
     await ala.page.waitForFunction(() => /\d:\d\d/.test(document.querySelector('[data-testid=clock]').textContent), null, WAIT);
-    if (SCREENSHOTS) await shoot(ala.page, 'placement');
     await own(ala.page, 'A1').click();
     await waitNextShip(ala.page, 'Battleship');
     await ala.page.keyboard.press('r');
@@ -181,6 +180,11 @@ async function main() {
     assert.equal(await own(ala.page, 'J8').getAttribute('aria-disabled'), 'true', 'a vertical battleship cannot start on J8');
     await own(ala.page, 'J1').click();
     await waitNextShip(ala.page, 'Cruiser');
+    if (SCREENSHOTS) {
+      await own(ala.page, 'D6').hover();
+      await ala.page.waitForSelector('[data-testid=own-board] .cell.preview', WAIT);
+      await shoot(ala.page, 'placement');
+    }
     await ala.page.click('[data-testid=rotate]');
     await ala.page.waitForSelector('[data-testid=rotate]:has-text("horizontal")', WAIT);
     await own(ala.page, 'C1').click(); // picks the carrier up again
