@@ -150,6 +150,43 @@ mod tests {
     }
 
     #[test]
+    fn every_file_of_the_client_is_embedded() {
+        fn walk(dir: &std::path::Path, root: &std::path::Path, found: &mut Vec<String>) {
+            for entry in std::fs::read_dir(dir).expect("web/ is readable") {
+                let path = entry.expect("a directory entry").path();
+                if path.is_dir() {
+                    walk(&path, root, found);
+                } else {
+                    let relative = path.strip_prefix(root).expect("under web/");
+                    found.push(relative.to_string_lossy().replace('\\', "/"));
+                }
+            }
+        }
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("web");
+        let mut found = Vec::new();
+        walk(&root, &root, &mut found);
+        for file in found {
+            assert!(
+                ASSETS.iter().any(|asset| asset.path == file),
+                "web/{file} is not served; add it to ASSETS"
+            );
+        }
+    }
+
+    #[test]
+    fn the_policy_allows_only_this_origin_and_no_inline_code() {
+        let response = serve("index.html", &HeaderMap::new());
+        let policy = response.headers()[header::CONTENT_SECURITY_POLICY]
+            .to_str()
+            .expect("ascii");
+        assert!(policy.starts_with("default-src 'none'"));
+        assert!(policy.contains("script-src 'self';"));
+        assert!(policy.contains("frame-ancestors 'none'"));
+        assert!(!policy.contains("unsafe"));
+        assert!(!policy.contains("http"));
+    }
+
+    #[test]
     fn an_unknown_path_is_not_found() {
         let response = serve("../Cargo.toml", &HeaderMap::new());
         assert_eq!(response.status(), StatusCode::NOT_FOUND);
