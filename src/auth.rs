@@ -1,5 +1,8 @@
-//! Player identity: HS256 JSON Web Tokens, minted at registration and checked on every
-//! player request. A frontend's own backend may mint tokens with the same secret.
+//! Player identity: HS256 JSON Web Tokens, minted at registration and log-in and checked on
+//! every player request. A frontend's own backend may mint tokens with the same secret.
+//!
+//! `iat` is a NumericDate with microseconds (RFC 7519 allows fractions), so a token issued
+//! in the same second as a revocation is judged by the instant, not by the second.
 
 use chrono::{DateTime, Utc};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
@@ -14,14 +17,38 @@ pub const TOKEN_DAYS: i64 = 30;
 const LEEWAY_SECONDS: u64 = 30;
 
 /// The claims a Statki token carries.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Claims {
     /// The player id.
     pub sub: Uuid,
     pub iss: String,
     pub aud: String,
-    pub iat: i64,
+    /// Issued at, in seconds since the epoch with up to six decimals. Optional: a token
+    /// without it is valid until the player's first revocation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iat: Option<f64>,
     pub exp: i64,
+}
+
+/// What a verified token says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Verified {
+    pub player: Uuid,
+    /// `iat` in microseconds since the epoch; `None` when the token carries none.
+    pub issued_micros: Option<i64>,
+}
+
+/// A microsecond instant as a NumericDate: exact after a JSON round trip, since an `f64`
+/// near today's epoch seconds resolves well below half a microsecond.
+pub fn numeric_date(micros: i64) -> f64 {
+    micros as f64 / 1e6
+}
+
+/// The microsecond instant a NumericDate names (rounded to the nearest microsecond).
+pub fn micros_of(numeric_date: f64) -> Option<i64> {
+    let micros = (numeric_date * 1e6).round();
+    // Outside i64 (or NaN) the claim is nonsense; the token is refused.
+    (micros.is_finite() && micros.abs() < 9.0e18).then_some(micros as i64)
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -65,12 +92,13 @@ impl Tokens {
         })
     }
 
+    /// A token for `player` issued at `now` (kept to the microsecond).
     pub fn mint(&self, player: Uuid, now: DateTime<Utc>) -> Result<String, TokenError> {
         let claims = Claims {
             sub: player,
             iss: ISSUER.to_owned(),
             aud: AUDIENCE.to_owned(),
-            iat: now.timestamp(),
+            iat: Some(numeric_date(now.timestamp_micros())),
             exp: (now + chrono::Duration::days(TOKEN_DAYS)).timestamp(),
         };
         jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
@@ -79,12 +107,29 @@ impl Tokens {
 
     /// The player a token names, if it is signed with our secret, unexpired, and ours.
     pub fn verify(&self, token: &str) -> Result<Uuid, TokenError> {
-        jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation)
-            .map(|data| data.claims.sub)
+        self.verify_claims(token).map(|verified| verified.player)
+    }
+
+    /// The player and issue instant of a token signed with our secret, unexpired, and ours.
+    /// Whether the player exists and the token was revoked is for the caller to check.
+    pub fn verify_claims(&self, token: &str) -> Result<Verified, TokenError> {
+        let claims = jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation)
+            .map(|data| data.claims)
             .map_err(|e| match e.kind() {
                 jsonwebtoken::errors::ErrorKind::ExpiredSignature => TokenError::Expired,
                 _ => TokenError::Invalid(e.to_string()),
-            })
+            })?;
+        let issued_micros = match claims.iat {
+            None => None,
+            Some(iat) => Some(
+                micros_of(iat)
+                    .ok_or_else(|| TokenError::Invalid("`iat` is out of range".into()))?,
+            ),
+        };
+        Ok(Verified {
+            player: claims.sub,
+            issued_micros,
+        })
     }
 }
 
@@ -128,7 +173,7 @@ mod tests {
             sub: Uuid::new_v4(),
             iss: ISSUER.into(),
             aud: AUDIENCE.into(),
-            iat: 0,
+            iat: None,
             exp: Utc::now().timestamp() + 600,
         };
         let token = jsonwebtoken::encode(
@@ -138,5 +183,42 @@ mod tests {
         )
         .expect("mint");
         assert!(tokens.verify(&token).is_err(), "only HS256 is accepted");
+    }
+
+    #[test]
+    fn the_issue_instant_survives_the_token_to_the_microsecond() {
+        let tokens = Tokens::new(b"secret").expect("keys");
+        let start = Utc::now().timestamp_micros();
+        for step in [0, 1, 7, 999_999, 1_000_001, 123_456_789] {
+            let micros = start + step;
+            let at = DateTime::from_timestamp_micros(micros).expect("instant");
+            let token = tokens.mint(Uuid::new_v4(), at).expect("mint");
+            let verified = tokens.verify_claims(&token).expect("verify");
+            assert_eq!(verified.issued_micros, Some(micros));
+        }
+    }
+
+    #[test]
+    fn a_token_without_iat_or_with_whole_seconds_verifies() {
+        let tokens = Tokens::new(b"secret").expect("keys");
+        let key = EncodingKey::from_secret(b"secret").expect("key");
+        let exp = Utc::now().timestamp() + 600;
+        let player = Uuid::new_v4();
+        let without =
+            serde_json::json!({"sub": player, "iss": "statki", "aud": "statki", "exp": exp});
+        let token = jsonwebtoken::encode(&Header::default(), &without, &key).expect("mint");
+        assert_eq!(
+            tokens.verify_claims(&token),
+            Ok(Verified {
+                player,
+                issued_micros: None
+            })
+        );
+        let whole = serde_json::json!({"sub": player, "iss": "statki", "aud": "statki", "iat": 1_800_000_000, "exp": exp});
+        let token = jsonwebtoken::encode(&Header::default(), &whole, &key).expect("mint");
+        assert_eq!(
+            tokens.verify_claims(&token).map(|v| v.issued_micros),
+            Ok(Some(1_800_000_000_000_000))
+        );
     }
 }

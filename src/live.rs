@@ -13,6 +13,10 @@
 //! position; and a periodic sweep compares every followed position with the database, so
 //! even a notification lost some other way is delivered within one sweep interval.
 //!
+//! The same connection listens for token revocations ([`TOKENS_CHANNEL`]) and keeps this
+//! replica's [`Revocations`] cache current; the cache is emptied (and bypassed while the
+//! connection is down) whenever notifications may have been missed.
+//!
 //! The fan-out never waits for a subscriber: a subscriber that falls more than a channel's
 //! capacity behind is dropped (its client resumes with `Last-Event-ID`). The hub takes no
 //! locks in PostgreSQL; it only reads.
@@ -30,6 +34,7 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use tokio::sync::{Notify, Semaphore, broadcast, watch};
 use uuid::Uuid;
 
+use crate::accounts::{Revocations, TOKENS_CHANNEL};
 use crate::engine::Match;
 use crate::service::{EVENTS_CHANNEL, EVENTS_PAGE, EventResource, viewer_of};
 use crate::store::notices::{self, Notice};
@@ -124,6 +129,8 @@ struct Inner {
     matches: Registry<MatchBatch>,
     players: Registry<NoticeBatch>,
     streams: Mutex<Streams>,
+    /// Token validity per player, kept current by revocation notifications.
+    revocations: Revocations,
     fetch_slots: Semaphore,
     /// Wakes the sweep early: after (re)connecting the listener, or after a failed read.
     sweep_now: Notify,
@@ -328,6 +335,7 @@ impl Hub {
             matches: Registry::new(),
             players: Registry::new(),
             streams: Mutex::new(Streams::default()),
+            revocations: Revocations::default(),
             fetch_slots: Semaphore::new(FETCH_CONCURRENCY),
             sweep_now: Notify::new(),
             listening: AtomicBool::new(false),
@@ -340,6 +348,11 @@ impl Hub {
 
     pub fn settings(&self) -> &HubSettings {
         &self.inner.settings
+    }
+
+    /// This replica's cache of token validity.
+    pub fn revocations(&self) -> &Revocations {
+        &self.inner.revocations
     }
 
     /// Whether the listening connection is up (streams still get everything while it is
@@ -673,7 +686,7 @@ async fn connect_listener(options: &PgConnectOptions) -> Result<PgListener, sqlx
     let mut listener = PgListener::connect_with(&pool).await?;
     listener.ignore_pool_close_event(true);
     listener
-        .listen_all([EVENTS_CHANNEL, notices::CHANNEL])
+        .listen_all([EVENTS_CHANNEL, notices::CHANNEL, TOKENS_CHANNEL])
         .await?;
     Ok(listener)
 }
@@ -706,6 +719,7 @@ async fn listen(inner: Arc<Inner>) {
         }
         connected_before = true;
         inner.listening.store(true, Ordering::Relaxed);
+        inner.revocations.listening(true);
         inner.sweep_now.notify_one();
         loop {
             // `try_recv` runs alone, never inside a `select!`: it is not cancel-safe.
@@ -716,6 +730,7 @@ async fn listen(inner: Arc<Inner>) {
                 Ok(None) => {
                     // sqlx re-established the connection and re-subscribed by itself.
                     metrics::counter!("statki_live_listener_reconnects_total").increment(1);
+                    inner.revocations.listening(true);
                     inner.sweep_now.notify_one();
                 }
                 Err(error) => {
@@ -725,6 +740,7 @@ async fn listen(inner: Arc<Inner>) {
             }
         }
         inner.listening.store(false, Ordering::Relaxed);
+        inner.revocations.listening(false);
         drop(listener);
     }
 }
@@ -739,7 +755,9 @@ fn on_notification(inner: &Arc<Inner>, channel: &str, payload: &str) {
         tracing::warn!(channel, payload, "live: unreadable notification");
         return;
     };
-    if channel == EVENTS_CHANNEL {
+    if channel == TOKENS_CHANNEL {
+        inner.revocations.revoked(id, seq);
+    } else if channel == EVENTS_CHANNEL {
         if inner.matches.announce(id, seq) {
             tokio::spawn(fetch_match(inner.clone(), id));
         }

@@ -90,14 +90,6 @@ pub struct Idempotency {
     pub request_hash: String,
 }
 
-/// A registered player with a fresh token.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct PlayerCreated {
-    pub id: Uuid,
-    pub name: String,
-    pub token: String,
-}
-
 /// A player's public profile.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct PlayerProfile {
@@ -252,23 +244,6 @@ impl Service {
     /// The database's time: the only clock.
     async fn now(&self) -> Result<DateTime<Utc>> {
         Ok(store::now(&self.pool).await?)
-    }
-
-    pub async fn register(&self, name: &str) -> Result<PlayerCreated> {
-        let name = validate_name(name)?;
-        let id = Uuid::now_v7();
-        let row = players::insert(&self.pool, id, name)
-            .await
-            .map_err(|e| match e {
-                StoreError::NameTaken => ServiceError::NameTaken(name.to_owned()),
-                other => other.into(),
-            })?;
-        let token = self.tokens.mint(id, row.created_at)?;
-        Ok(PlayerCreated {
-            id,
-            name: row.name,
-            token,
-        })
     }
 
     pub async fn profile(&self, id: Uuid) -> Result<PlayerProfile> {

@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::accounts::AccountError;
 use crate::engine::Refusal;
 use crate::service::ServiceError;
 
@@ -183,5 +184,37 @@ impl From<QueryRejection> for ApiError {
             "invalid_query",
             rejection.body_text(),
         )
+    }
+}
+
+impl From<AccountError> for ApiError {
+    fn from(error: AccountError) -> Self {
+        let detail = error.to_string();
+        match error {
+            AccountError::Service(error) => error.into(),
+            AccountError::InvalidCredentials => {
+                ApiError::new(StatusCode::UNAUTHORIZED, "invalid_credentials", detail)
+            }
+            AccountError::Revoked => ApiError::unauthorized(detail),
+            AccountError::InvalidPassword(_) => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_password", detail)
+            }
+            AccountError::CurrentPasswordRequired => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "current_password_required",
+                detail,
+            ),
+            AccountError::WrongPassword => {
+                ApiError::new(StatusCode::FORBIDDEN, "wrong_password", detail)
+            }
+            AccountError::Hashing(_) => {
+                tracing::error!(%detail, "internal error");
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "an internal error occurred; nothing was changed",
+                )
+            }
+        }
     }
 }

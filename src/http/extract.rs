@@ -8,6 +8,8 @@ use uuid::Uuid;
 
 use super::AppState;
 use super::error::ApiError;
+use crate::accounts::AccountError;
+use crate::auth::Verified;
 use crate::service::Idempotency;
 
 /// A JSON body; malformed, mistyped or oversized bodies are problems.
@@ -25,11 +27,25 @@ pub struct ApiPath<T>(pub T);
 #[from_request(via(axum::extract::Query), rejection(ApiError))]
 pub struct ApiQuery<T>(pub T);
 
-/// The calling player, from `Authorization: Bearer <jwt>`.
+/// The calling player, from `Authorization: Bearer <jwt>`: a token signed with our secret,
+/// unexpired, naming a player that exists, and not revoked.
 #[derive(Clone, Copy, Debug)]
 pub struct Caller(pub Uuid);
 
 impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let Authenticated(token) = Authenticated::from_request_parts(parts, state).await?;
+        Ok(Caller(token.player))
+    }
+}
+
+/// The caller's accepted token itself, for the account routes that issue or revoke tokens.
+#[derive(Clone, Copy, Debug)]
+pub struct Authenticated(pub Verified);
+
+impl FromRequestParts<AppState> for Authenticated {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
@@ -48,12 +64,18 @@ impl FromRequestParts<AppState> for Caller {
             .ok_or_else(|| {
                 ApiError::unauthorized("the Authorization header must be `Bearer <token>`")
             })?;
-        let player = state
+        let verified = state
             .service
             .tokens
-            .verify(token.trim())
+            .verify_claims(token.trim())
             .map_err(|e| ApiError::unauthorized(e.to_string()))?;
-        Ok(Caller(player))
+        state
+            .live
+            .revocations()
+            .admit(&state.service.pool, verified)
+            .await
+            .map_err(AccountError::from)?;
+        Ok(Authenticated(verified))
     }
 }
 

@@ -1,6 +1,7 @@
 //! The HTTP face of the service: per-resource routers, problem+json errors, middleware.
 //! Only this module knows status codes.
 
+mod accounts;
 pub mod error;
 pub mod extract;
 mod ladder;
@@ -62,6 +63,7 @@ pub struct HttpSettings {
     modifiers(&BearerAuth),
     tags(
         (name = "players", description = "Registration and profiles"),
+        (name = "accounts", description = "Log-in, the caller's own profile, password, tokens"),
         (name = "rulesets", description = "The rule-set presets"),
         (name = "matches", description = "Creating, joining and playing matches"),
         (name = "matchmaking", description = "The ranked queue and rematches"),
@@ -93,6 +95,7 @@ impl utoipa::Modify for BearerAuth {
 fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(players::router())
+        .merge(accounts::router())
         .merge(rulesets::router())
         .merge(matches::router())
         .merge(ladder::router())

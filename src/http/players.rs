@@ -10,8 +10,9 @@ use uuid::Uuid;
 
 use super::AppState;
 use super::error::{ApiError, Problem};
-use super::extract::{ApiJson, ApiPath, ApiQuery, Caller};
-use crate::service::{MatchResource, PlayerCreated, PlayerProfile};
+use super::extract::{ApiJson, ApiPath, ApiQuery, Caller, IdempotencyKey};
+use crate::accounts::{self, Session};
+use crate::service::{MatchResource, PlayerProfile};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -20,28 +21,54 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(player_matches))
 }
 
-#[derive(Deserialize, Serialize, ToSchema)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewPlayer {
     /// 1–32 characters, unique regardless of case.
     pub name: String,
+    /// Optional, 8–128 characters: lets the player log in again (`POST /v1/sessions`).
+    #[serde(default)]
+    #[schema(min_length = 8, max_length = 128)]
+    pub password: Option<String>,
+}
+
+/// What a registration key is bound to: the name and whether a password came, never the
+/// password itself (a retry carrying one is checked against the stored hash instead).
+#[derive(Serialize)]
+struct RegistrationDigest<'a> {
+    name: &'a str,
+    password: bool,
 }
 
 /// Register a player; the answer carries the bearer token for every later call.
 #[utoipa::path(
     post, path = "/v1/players", tag = "players",
     request_body = NewPlayer,
+    params(("Idempotency-Key" = Option<String>, Header, description = "Retry-safe key (use a random one, e.g. a UUID): a retry with the same key and body gets the first answer")),
     responses(
-        (status = 201, body = PlayerCreated),
-        (status = 409, description = "`name_taken`", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "`invalid_name`, `invalid_body`", body = Problem, content_type = "application/problem+json"),
+        (status = 201, description = "Registered", body = Session),
+        (status = 400, description = "`invalid_json`, `invalid_idempotency_key`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`name_taken`, `idempotency_key_in_progress`", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_name`, `invalid_password`, `invalid_body`, `idempotency_key_reused`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn create_player(
     State(state): State<AppState>,
+    key: IdempotencyKey,
     ApiJson(body): ApiJson<NewPlayer>,
-) -> Result<(StatusCode, Json<PlayerCreated>), ApiError> {
-    let created = state.service.register(&body.name).await?;
+) -> Result<(StatusCode, Json<Session>), ApiError> {
+    let digest = RegistrationDigest {
+        name: &body.name,
+        password: body.password.is_some(),
+    };
+    let idempotency = key.for_request("POST /v1/players", &digest);
+    let created = accounts::register(
+        &state.service,
+        &body.name,
+        body.password,
+        idempotency.as_ref(),
+    )
+    .await?;
     Ok((StatusCode::CREATED, Json(created)))
 }
 

@@ -1,10 +1,16 @@
 //! Idempotency keys: a player's key claims one request; its first answer is replayed.
+//!
+//! Keys are scoped by player. Registration has no player yet: its keys live under
+//! [`REGISTRATION_SCOPE`], a key space no player can share.
 
 use serde_json::Value;
 use sqlx::{PgExecutor, Row};
 use uuid::Uuid;
 
 use super::StoreError;
+
+/// The scope of registration keys: the nil id, which the schema forbids as a player id.
+pub const REGISTRATION_SCOPE: Uuid = Uuid::nil();
 
 /// Claims `key` for this request inside the caller's transaction. Returns false when the
 /// key was already used (a concurrent claimant waits here until the first commits).

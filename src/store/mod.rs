@@ -1,6 +1,7 @@
 //! The only module that speaks SQL: players, matches, the event log, idempotency keys and
 //! settings. Every function takes an executor so the service decides the transaction.
 
+pub mod accounts;
 pub mod events;
 pub mod idempotency;
 pub mod matches;

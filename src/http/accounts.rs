@@ -1,0 +1,132 @@
+//! `/v1/sessions` and `/v1/me`: log-in, the caller's own profile, password, token refresh
+//! and revocation.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Deserialize;
+use utoipa::ToSchema;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use super::AppState;
+use super::error::{ApiError, Problem};
+use super::extract::{ApiJson, Authenticated, Caller};
+use crate::accounts::{self, Me, Session};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(log_in))
+        .routes(routes!(me))
+        .routes(routes!(set_password))
+        .routes(routes!(refresh_token))
+        .routes(routes!(revoke_tokens))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LogIn {
+    /// The name registered (any case).
+    pub name: String,
+    pub password: String,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewPassword {
+    /// 8–128 characters.
+    #[schema(min_length = 8, max_length = 128)]
+    pub password: String,
+    /// The password now set; required once the account has one.
+    #[serde(default)]
+    pub current_password: Option<String>,
+}
+
+/// Log in with a name and password: a fresh token for the account.
+#[utoipa::path(
+    post, path = "/v1/sessions", tag = "accounts",
+    request_body = LogIn,
+    responses(
+        (status = 200, description = "Logged in", body = Session),
+        (status = 401, description = "`invalid_credentials`: an unknown name, an account without a password and a wrong password get this same answer", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_body`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn log_in(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<LogIn>,
+) -> Result<Json<Session>, ApiError> {
+    Ok(Json(
+        accounts::log_in(&state.service, &body.name, body.password).await?,
+    ))
+}
+
+/// The caller's own profile: the public profile and whether a password is set.
+#[utoipa::path(
+    get, path = "/v1/me", tag = "accounts",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The caller's profile", body = Me),
+        (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn me(State(state): State<AppState>, Caller(caller): Caller) -> Result<Json<Me>, ApiError> {
+    Ok(Json(accounts::me(&state.service, caller).await?))
+}
+
+/// Set the caller's password, or change it (then `current_password` is required). Tokens
+/// stay valid; revoke them with `DELETE /v1/me/tokens`.
+#[utoipa::path(
+    put, path = "/v1/me/password", tag = "accounts",
+    request_body = NewPassword,
+    security(("bearer" = [])),
+    responses(
+        (status = 204, description = "The password is set"),
+        (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`wrong_password`: `current_password` is not the password set", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_password` (not 8–128 characters), `current_password_required`, `invalid_body`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn set_password(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    ApiJson(body): ApiJson<NewPassword>,
+) -> Result<StatusCode, ApiError> {
+    accounts::set_password(&state.service, caller, body.password, body.current_password).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// A fresh token for the caller (valid 30 days); the presented one stays valid too.
+#[utoipa::path(
+    post, path = "/v1/me/token", tag = "accounts",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "A fresh token", body = Session),
+        (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn refresh_token(
+    State(state): State<AppState>,
+    Authenticated(token): Authenticated,
+) -> Result<Json<Session>, ApiError> {
+    Ok(Json(accounts::refresh(&state.service, token).await?))
+}
+
+/// Revoke every token issued to the caller so far, on every replica at once, and get a
+/// new one. Tokens minted by a backend of one's own with an earlier `iat` (or none) are
+/// revoked too.
+#[utoipa::path(
+    delete, path = "/v1/me/tokens", tag = "accounts",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Every earlier token is revoked; this one replaces them", body = Session),
+        (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn revoke_tokens(
+    State(state): State<AppState>,
+    Authenticated(token): Authenticated,
+) -> Result<Json<Session>, ApiError> {
+    Ok(Json(
+        accounts::revoke_all(&state.service, state.live.revocations(), token).await?,
+    ))
+}

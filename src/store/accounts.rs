@@ -1,0 +1,163 @@
+//! Account rows: password hashes and the instant from which a player's tokens are valid.
+
+use chrono::{DateTime, Utc};
+use sqlx::{PgExecutor, Row};
+use uuid::Uuid;
+
+use super::StoreError;
+
+/// What log-in needs to know about a name.
+#[derive(Clone, Debug)]
+pub struct Credentials {
+    pub id: Uuid,
+    pub name: String,
+    pub password_hash: Option<String>,
+}
+
+/// The player registered under `name` (regardless of case) and their password hash.
+pub async fn by_name(
+    db: impl PgExecutor<'_>,
+    name: &str,
+) -> Result<Option<Credentials>, StoreError> {
+    let row = sqlx::query(
+        "SELECT p.id, p.name, pw.password_hash
+         FROM players p LEFT JOIN player_passwords pw ON pw.player_id = p.id
+         WHERE p.name_key = lower($1)",
+    )
+    .bind(name)
+    .fetch_optional(db)
+    .await?;
+    row.map(|row| {
+        Ok(Credentials {
+            id: row.try_get("id")?,
+            name: row.try_get("name")?,
+            password_hash: row.try_get("password_hash")?,
+        })
+    })
+    .transpose()
+}
+
+/// The player's password hash, locked against a concurrent change until the transaction
+/// ends. `None` when the player does not exist; `Some(None)` when they have no password.
+pub async fn lock_password(
+    db: impl PgExecutor<'_>,
+    player: Uuid,
+) -> Result<Option<Option<String>>, StoreError> {
+    let row = sqlx::query(
+        "SELECT pw.password_hash
+         FROM players p LEFT JOIN player_passwords pw ON pw.player_id = p.id
+         WHERE p.id = $1
+         FOR UPDATE OF p",
+    )
+    .bind(player)
+    .fetch_optional(db)
+    .await?;
+    row.map(|row| Ok(row.try_get("password_hash")?)).transpose()
+}
+
+/// Whether the player has a password.
+pub async fn has_password(db: impl PgExecutor<'_>, player: Uuid) -> Result<bool, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM player_passwords WHERE player_id = $1)")
+            .bind(player)
+            .fetch_one(db)
+            .await?,
+    )
+}
+
+/// Sets or replaces the player's password hash.
+pub async fn set_password(
+    db: impl PgExecutor<'_>,
+    player: Uuid,
+    password_hash: &str,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO player_passwords (player_id, password_hash) VALUES ($1, $2)
+         ON CONFLICT (player_id) DO UPDATE
+         SET password_hash = excluded.password_hash, updated_at = clock_timestamp()",
+    )
+    .bind(player)
+    .bind(password_hash)
+    .execute(db)
+    .await
+    .map_err(super::classify)?;
+    Ok(())
+}
+
+/// How a player's tokens stand: `None` when the player does not exist; otherwise the
+/// instant before which their tokens are refused (`None` if they never revoked).
+pub async fn tokens_valid_from(
+    db: impl PgExecutor<'_>,
+    player: Uuid,
+) -> Result<Option<Option<DateTime<Utc>>>, StoreError> {
+    let row = sqlx::query("SELECT tokens_valid_from FROM players WHERE id = $1")
+        .bind(player)
+        .fetch_optional(db)
+        .await?;
+    row.map(|row| Ok(row.try_get("tokens_valid_from")?))
+        .transpose()
+}
+
+/// The instant to issue a token for `player` at: the database's time, but never before the
+/// player's last revocation, so a token issued right after one is valid. With `presented`
+/// (the issue instant of the token asking, `None` for a token without one), nothing is
+/// issued unless that token is still valid. The row is read `FOR SHARE`, so an issue that
+/// meets a revocation in flight waits for it and is judged by it. `None`: no such player,
+/// or the presented token is revoked. The player's name comes with the instant.
+pub async fn issue_instant(
+    db: impl PgExecutor<'_>,
+    player: Uuid,
+    presented: Option<Option<DateTime<Utc>>>,
+) -> Result<Option<(DateTime<Utc>, String)>, StoreError> {
+    let check = presented.is_some();
+    let presented = presented.flatten();
+    let row = sqlx::query(
+        "SELECT greatest(clock_timestamp(), tokens_valid_from) AS at, name
+         FROM players
+         WHERE id = $1
+           AND (NOT $2 OR tokens_valid_from IS NULL OR tokens_valid_from <= $3)
+         FOR SHARE",
+    )
+    .bind(player)
+    .bind(check)
+    .bind(presented)
+    .fetch_optional(db)
+    .await?;
+    row.map(|row| Ok((row.try_get("at")?, row.try_get("name")?)))
+        .transpose()
+}
+
+/// Refuses every token of `player` issued so far and announces it on `channel` as
+/// `player:valid_from_micros` (delivered at commit). `presented` is the issue instant of
+/// the token asking (`None`: it has none); a token revoked meanwhile revokes nothing.
+/// Returns the new instant, after every token issued before this statement, and the
+/// player's name; `None` when the player does not exist or the token is revoked.
+pub async fn revoke_tokens(
+    db: impl PgExecutor<'_>,
+    player: Uuid,
+    presented: Option<DateTime<Utc>>,
+    channel: &str,
+) -> Result<Option<(DateTime<Utc>, String)>, StoreError> {
+    // One microsecond past the clock: a token issued in the same microsecond, before this
+    // statement, is refused too.
+    let row = sqlx::query(
+        "WITH revoked AS (
+             UPDATE players
+             SET tokens_valid_from = greatest(tokens_valid_from,
+                                              clock_timestamp() + interval '1 microsecond')
+             WHERE id = $1 AND (tokens_valid_from IS NULL OR tokens_valid_from <= $3)
+             RETURNING id, name, tokens_valid_from
+         )
+         SELECT tokens_valid_from, name,
+                pg_notify($2, id::text || ':' ||
+                          (extract(epoch FROM tokens_valid_from) * 1000000)::bigint::text)
+         FROM revoked",
+    )
+    .bind(player)
+    .bind(channel)
+    .bind(presented)
+    .fetch_optional(db)
+    .await?;
+    row.map(|row| Ok((row.try_get("tokens_valid_from")?, row.try_get("name")?)))
+        .transpose()
+}
