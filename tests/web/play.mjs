@@ -47,8 +47,9 @@ async function shoot(page, name) {
   await page.setViewportSize(size);
 }
 
-async function register(page, name) {
+async function register(page, name, password) {
   await page.fill('#register-name', name);
+  if (password && await page.locator('#register-password').count()) await page.fill('#register-password', password);
   await page.click('[data-testid=register] button[type=submit]');
   await page.waitForSelector('[data-testid=me]', WAIT);
   assert.equal(await page.textContent('[data-testid=me]'), name);
@@ -153,7 +154,9 @@ async function main() {
     assert.ok(!/^\{|urn:|problem|\b409\b/.test(refusalText), `refusal shown raw: ${refusalText}`);
     assert.match(refusalText, /taken|name/i, `refusal without the server's detail: ${refusalText}`);
     await register(bolek.page, `Bolek-${suffix}`);
-    await register(watcher.page, `Celina-${suffix}`);
+    const celinaName = `Celina-${suffix}`;
+    const celinaPassword = 'siedem-mórz-7';
+    await register(watcher.page, celinaName, celinaPassword);
     assert.match(await bolek.page.textContent('#nav'), /Poczekalnia/, 'a Polish browser gets Polish text');
 
     log('create and join a statki match');
@@ -396,6 +399,23 @@ async function main() {
     await ala.page.waitForSelector('#register-name', WAIT);
     await ala.page.reload();
     await ala.page.waitForSelector('#register-name', WAIT);
+
+    if (await ala.page.locator('#login-name').count()) {
+      log('log in with name and password; a wrong password is refused readably');
+      await watcher.page.click('.account button');
+      await watcher.page.fill('#login-name', celinaName);
+      await watcher.page.fill('#login-password', 'not-the-password');
+      await watcher.page.click('[data-testid=login] button[type=submit]');
+      const loginRefusal = watcher.page.locator('[data-testid=auth-error]');
+      await loginRefusal.filter({ hasText: /\w/ }).waitFor(WAIT);
+      assert.ok(!/^\{|urn:|\b401\b/.test(await loginRefusal.textContent()), 'refusal shown raw');
+      await watcher.page.fill('#login-password', celinaPassword);
+      await watcher.page.click('[data-testid=login] button[type=submit]');
+      await watcher.page.waitForSelector('[data-testid=me]', WAIT);
+      assert.equal(await watcher.page.textContent('[data-testid=me]'), celinaName);
+    } else {
+      log('this server has no log-in: skipped');
+    }
 
     assert.deepEqual(errors, [], 'no console errors');
     log('all passed');

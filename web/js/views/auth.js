@@ -24,7 +24,8 @@ export function render(app, main) {
   }
 
   const passwordField = (id, required) => h('label', { for: id }, t(required ? 'auth.password' : 'auth.password_optional'),
-    h('input', { id, name: 'password', type: 'password', autocomplete: required ? 'current-password' : 'new-password', minlength: 8, maxlength: 128, required }));
+    h('input', { id, name: 'password', type: 'password', autocomplete: required ? 'current-password' : 'new-password', minlength: required ? null : 8, maxlength: 128, required, 'aria-describedby': required ? null : `${id}-help` }),
+    required ? null : h('span', { id: `${id}-help`, class: 'field-help' }, t('auth.password_help')));
 
   const register = h('form', { class: 'panel', 'data-testid': 'register', onsubmit: (event) => submit(event, (name, password) => app.api.register(name, password)) },
     h('h2', {}, t('auth.register')),
