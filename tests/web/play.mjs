@@ -413,6 +413,18 @@ async function main() {
       await watcher.page.click('[data-testid=login] button[type=submit]');
       await watcher.page.waitForSelector('[data-testid=me]', WAIT);
       assert.equal(await watcher.page.textContent('[data-testid=me]'), celinaName);
+
+      log('revoke every other session from the profile; this browser keeps a new token');
+      const oldToken = await watcher.page.evaluate(() => JSON.parse(localStorage.getItem('statki.session')).token);
+      await watcher.page.click('#nav a[href^="#/p/"]');
+      await watcher.page.waitForSelector('[data-testid=account] h2:has-text("Change your password")', WAIT);
+      await watcher.page.click('[data-testid=account] .revoke button');
+      await watcher.page.waitForSelector('.toast:has-text("Every other session has ended")', WAIT);
+      const status = await watcher.page.evaluate(async (token) => (await fetch('/v1/me', { headers: { authorization: `Bearer ${token}` } })).status, oldToken);
+      assert.equal(status, 401, 'the old token is revoked');
+      await watcher.page.reload();
+      await watcher.page.waitForSelector('[data-testid=account]', WAIT);
+      assert.equal(await watcher.page.textContent('[data-testid=me]'), celinaName);
     } else {
       log('this server has no log-in: skipped');
     }

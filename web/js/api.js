@@ -97,6 +97,14 @@ export class Api {
     return this.post('/v1/players', body);
   }
   login(name, password) { return this.post('/v1/sessions', { name, password }); }
+  me() { return this.get('/v1/me'); }
+  setPassword(password, currentPassword) {
+    const body = { password };
+    if (currentPassword) body.current_password = currentPassword;
+    return this.put('/v1/me/password', body);
+  }
+  freshToken() { return this.post('/v1/me/token'); }
+  revokeTokens() { return this.delete('/v1/me/tokens'); }
 
   // --- reading ---
   rulesets() { return this.get('/v1/rulesets'); }

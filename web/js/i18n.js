@@ -88,6 +88,9 @@ const en = {
   'profile.history': 'Matches', 'profile.when': 'When', 'profile.ruleset': 'Rules', 'profile.opponent': 'Opponent', 'profile.outcome': 'Outcome',
   'profile.record': '{wins} won, {losses} lost, {draws} drawn', 'profile.win': 'won', 'profile.loss': 'lost', 'profile.draw': 'draw',
   'phase.waiting': 'waiting', 'phase.placement': 'placing fleets', 'phase.battle': 'battle', 'phase.finished': 'finished', 'phase.cancelled': 'cancelled',
+  'account.set': 'Set a password', 'account.change': 'Change your password', 'account.why': 'With a password you can log in again on another device or after losing this browser’s data.',
+  'account.current': 'Current password', 'account.new': 'New password (8–128 characters)', 'account.save': 'Save the password', 'account.saved': 'Password saved.',
+  'account.revoke': 'Log out everywhere else', 'account.revoke_help': 'Ends every other session of yours (on other devices too); this browser stays signed in.', 'account.revoked': 'Every other session has ended.',
   'bot.easy': 'easy', 'bot.medium': 'medium', 'bot.hard': 'hard',
   'ruleset.statki': 'Statki', 'ruleset.classic': 'Classic', 'ruleset.battaglia': 'Battaglia',
 };
@@ -170,6 +173,9 @@ const pl = {
   'profile.history': 'Mecze', 'profile.when': 'Kiedy', 'profile.ruleset': 'Zasady', 'profile.opponent': 'Przeciwnik', 'profile.outcome': 'Wynik',
   'profile.record': 'wygrane: {wins}, przegrane: {losses}, remisy: {draws}', 'profile.win': 'wygrana', 'profile.loss': 'przegrana', 'profile.draw': 'remis',
   'phase.waiting': 'czeka', 'phase.placement': 'ustawianie flot', 'phase.battle': 'bitwa', 'phase.finished': 'zakończony', 'phase.cancelled': 'anulowany',
+  'account.set': 'Ustaw hasło', 'account.change': 'Zmień hasło', 'account.why': 'Z hasłem zalogujesz się ponownie na innym urządzeniu albo po utracie danych tej przeglądarki.',
+  'account.current': 'Obecne hasło', 'account.new': 'Nowe hasło (8–128 znaków)', 'account.save': 'Zapisz hasło', 'account.saved': 'Hasło zapisane.',
+  'account.revoke': 'Wyloguj wszędzie indziej', 'account.revoke_help': 'Kończy wszystkie Twoje inne sesje (także na innych urządzeniach); ta przeglądarka pozostaje zalogowana.', 'account.revoked': 'Wszystkie inne sesje zostały zakończone.',
   'bot.easy': 'łatwy', 'bot.medium': 'średni', 'bot.hard': 'trudny',
   'ruleset.statki': 'Statki', 'ruleset.classic': 'Klasyczne', 'ruleset.battaglia': 'Battaglia',
 };

@@ -32,7 +32,11 @@ class App {
     document.documentElement.lang = currentLanguage();
     await this.detectFeatures();
     window.addEventListener('hashchange', () => this.route());
-    if (this.api.session) this.startFeed();
+    if (this.api.session) {
+      this.startFeed();
+      // Tokens last 30 days: a visit renews the kept one where the server offers it.
+      if (this.features.sessions) this.api.freshToken().then((fresh) => this.replaceToken(fresh)).catch(() => {});
+    }
     this.route();
   }
 
@@ -67,6 +71,13 @@ class App {
     this.startFeed();
     this.navigate('#/');
     this.route();
+  }
+
+  /** Keeps a new token for the same player (a renewal, or after revoking the others). */
+  replaceToken(session) {
+    if (!session || !session.token || !this.me || session.id !== this.me.id) return;
+    this.api.session = { ...this.me, token: session.token };
+    saveSession(this.api.session);
   }
 
   signOut(message) {

@@ -71,7 +71,55 @@ export function render(app, main, id) {
     }
   }
 
+  /** The signed-in player's own account: set or change the password, revoke other sessions. */
+  async function account() {
+    if (id !== app.me.id || !app.features.sessions) return;
+    let me;
+    try {
+      me = await app.api.me();
+    } catch {
+      return;
+    }
+    if (!alive) return;
+    const message = h('p', { class: 'form-error', role: 'alert' });
+    const current = me.has_password
+      ? h('label', { for: 'current-password' }, t('account.current'), h('input', { id: 'current-password', type: 'password', autocomplete: 'current-password', required: true }))
+      : null;
+    const fresh = h('input', { id: 'new-password', type: 'password', autocomplete: 'new-password', minlength: 8, maxlength: 128, required: true });
+    const form = h('form', { class: 'account-form', onsubmit: async (event) => {
+      event.preventDefault();
+      message.textContent = '';
+      try {
+        await app.api.setPassword(fresh.value, current ? current.querySelector('input').value : null);
+        app.toast(t('account.saved'));
+        account();
+      } catch (error) {
+        message.textContent = error.message;
+      }
+    } },
+    h('h2', {}, me.has_password ? t('account.change') : t('account.set')),
+    !me.has_password ? h('p', { class: 'muted' }, t('account.why')) : null,
+    current,
+    h('label', { for: 'new-password' }, t('account.new'), fresh),
+    message,
+    h('button', { type: 'submit' }, t('account.save')));
+    const revoke = h('div', { class: 'revoke' },
+      h('p', { class: 'muted' }, t('account.revoke_help')),
+      h('button', { type: 'button', class: 'secondary', onclick: async () => {
+        try {
+          app.replaceToken(await app.api.revokeTokens());
+          app.toast(t('account.revoked'));
+        } catch (error) {
+          app.error(error);
+        }
+      } }, t('account.revoke')));
+    mount(accountBox, h('section', { class: 'panel', 'data-testid': 'account' }, form, revoke));
+  }
+
+  const accountBox = h('div');
+  main.append(accountBox);
   load();
+  account();
   page({});
   return () => { alive = false; };
 }
