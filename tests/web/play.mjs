@@ -205,7 +205,16 @@ async function main() {
     assert.deepEqual(alaView.fleet.map((ship) => `${ship.placement.cell}${ship.placement.orientation[0]}`), ['A3h', 'J1v', 'A5h', 'A7h', 'A9h']);
 
     log('battle, watched by a spectator');
-    await watcher.page.goto(`${BASE}/#/m/${id}`);
+    // From the lobby's live list where the server lists live matches, else by the match's link.
+    await watcher.page.goto(`${BASE}/#/?at=${Date.now()}`);
+    const watch = watcher.page.locator(`[data-testid=live-matches] [data-match="${id}"] a`);
+    try {
+      await watch.waitFor({ timeout: 4000 });
+      await watch.click();
+    } catch {
+      log('this server lists no live matches: the spectator follows the link');
+      await watcher.page.goto(`${BASE}/#/m/${id}`);
+    }
     await watcher.page.waitForSelector('[data-testid=target-board]', { ...WAIT, state: 'visible' });
     const bolekView = await viewOf(bolek.page, id);
     const bolekShips = bolekView.fleet.flatMap((ship) => ship.cells);
