@@ -567,3 +567,100 @@ async fn concurrent_retries_register_one_player(pool: PgPool) {
         .unwrap();
     assert_eq!(count, 1);
 }
+
+const README: &str = include_str!("../README.md");
+
+/// The first ```python block of the README's "Tokens for your own backend" section.
+fn readme_minting_example() -> String {
+    let section = README
+        .split("### Tokens for your own backend")
+        .nth(1)
+        .expect("the README has the section");
+    let block = section
+        .split("```python\n")
+        .nth(1)
+        .expect("the section has a python block");
+    block
+        .split("```")
+        .next()
+        .expect("a closed block")
+        .to_owned()
+}
+
+/// Runs the README's example as written with `python` and returns the token it mints.
+async fn mint_as_the_readme_shows(python: &str, player: &str) -> String {
+    let program = format!(
+        "{}\nimport sys\nprint(statki_token(sys.argv[1], sys.argv[2]))\n",
+        readme_minting_example()
+    );
+    let output = tokio::process::Command::new(python)
+        .arg("-c")
+        .arg(program)
+        .arg(player)
+        .arg(std::str::from_utf8(SECRET).unwrap())
+        .output()
+        .await
+        .expect("python runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
+
+#[sqlx::test]
+#[ignore = "needs Python with PyJWT; scripts/checks/50-readme-token runs it"]
+async fn the_readme_minting_example_works_as_written(pool: PgPool) {
+    let python = std::env::var("STATKI_README_PYTHON").unwrap_or_else(|_| "python3".into());
+    let app = spawn_app(pool).await;
+    listening(&app).await;
+    let ala = app.register(&unique("ala")).await;
+    let minted = mint_as_the_readme_shows(&python, &ala.id).await;
+    let me = app.get("/v1/me", Some(&minted)).await;
+    assert_eq!(me.status, StatusCode::OK, "{:?}", me.body);
+    assert_eq!(me.body["id"], ala.id.as_str());
+    let created = app.post("/v1/matches", &minted, json!({})).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{:?}", created.body);
+
+    // Revocation reaches backend-minted tokens too, judged by their fractional `iat`.
+    let revoked = app.delete("/v1/me/tokens", &ala.token).await;
+    assert_eq!(revoked.status, StatusCode::OK);
+    let refused = app.get("/v1/me", Some(&minted)).await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
+    let after = mint_as_the_readme_shows(&python, &ala.id).await;
+    assert_eq!(app.get("/v1/me", Some(&after)).await.status, StatusCode::OK);
+}
+
+#[sqlx::test]
+async fn a_retried_password_change_succeeds_again_and_changes_nothing(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let ala = app.register(&unique("ala")).await;
+    let key = uuid::Uuid::new_v4().to_string();
+    let put = |body: Value, key: &str| {
+        app.send(
+            app.client
+                .put(app.url("/v1/me/password"))
+                .bearer_auth(&ala.token)
+                .header("idempotency-key", key)
+                .json(&body),
+        )
+    };
+    let body = json!({ "password": "first password" });
+    assert_eq!(put(body.clone(), &key).await.status, StatusCode::NO_CONTENT);
+    // Without the key this retry would need `current_password` now.
+    assert_eq!(put(body, &key).await.status, StatusCode::NO_CONTENT);
+    let other = put(json!({ "password": "other password" }), &key).await;
+    assert_eq!(
+        (other.status, other.code()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused")
+    );
+    assert_eq!(
+        log_in(&app, &ala.name, "first password").await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        log_in(&app, &ala.name, "other password").await.status,
+        StatusCode::UNAUTHORIZED
+    );
+}

@@ -193,19 +193,30 @@ pub async fn me(service: &Service, caller: Uuid) -> Result<Me> {
     })
 }
 
-/// Sets the caller's password, or changes it: once one is set, `current` must be it.
+/// Sets the caller's password, or changes it: once one is set, `current` must be it. With
+/// an `Idempotency-Key` a retry changes nothing and succeeds again, provided its password
+/// is the one now set; `idempotency` must digest the request without the passwords.
 pub async fn set_password(
     service: &Service,
     caller: Uuid,
     new: String,
     current: Option<String>,
+    idempotency: Option<&Idempotency>,
 ) -> Result<()> {
     let new = Password::new(new)?;
     let hash = password::hash(&new).await?;
     let mut tx = service.pool.begin().await?;
+    let replayed = crate::service::claim_or_replay(&mut tx, caller, idempotency).await?;
     let stored = store::accounts::lock_password(&mut *tx, caller)
         .await?
         .ok_or(ServiceError::UnknownPlayer)?;
+    if replayed.is_some() {
+        return if password::verify(&new, stored).await? {
+            Ok(())
+        } else {
+            Err(ServiceError::IdempotencyMismatch.into())
+        };
+    }
     if let Some(stored) = stored {
         let current = current.ok_or(AccountError::CurrentPasswordRequired)?;
         if !password::verify(&Password::offered(current), Some(stored)).await? {
@@ -213,6 +224,9 @@ pub async fn set_password(
         }
     }
     store::accounts::set_password(&mut *tx, caller, &hash).await?;
+    if let Some(key) = idempotency {
+        idempotency::finish(&mut *tx, caller, &key.key, &serde_json::Value::Null).await?;
+    }
     tx.commit().await?;
     Ok(())
 }

@@ -4,13 +4,13 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::AppState;
 use super::error::{ApiError, Problem};
-use super::extract::{ApiJson, Authenticated, Caller};
+use super::extract::{ApiJson, Authenticated, Caller, IdempotencyKey};
 use crate::accounts::{self, Me, Session};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -41,12 +41,20 @@ pub struct NewPassword {
     pub current_password: Option<String>,
 }
 
+/// What a password change's key is bound to: never the passwords themselves (a retry's
+/// password is checked against the stored hash instead).
+#[derive(Serialize)]
+struct PasswordDigest {
+    current_password: bool,
+}
+
 /// Log in with a name and password: a fresh token for the account.
 #[utoipa::path(
     post, path = "/v1/sessions", tag = "accounts",
     request_body = LogIn,
     responses(
         (status = 200, description = "Logged in", body = Session),
+        (status = 400, description = "`invalid_json`", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "`invalid_credentials`: an unknown name, an account without a password and a wrong password get this same answer", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid_body`", body = Problem, content_type = "application/problem+json"),
     )
@@ -78,20 +86,35 @@ async fn me(State(state): State<AppState>, Caller(caller): Caller) -> Result<Jso
 #[utoipa::path(
     put, path = "/v1/me/password", tag = "accounts",
     request_body = NewPassword,
+    params(("Idempotency-Key" = Option<String>, Header, description = "Retry-safe key, scoped to the caller: a retry with the same password succeeds again and changes nothing")),
     security(("bearer" = [])),
     responses(
         (status = 204, description = "The password is set"),
+        (status = 400, description = "`invalid_json`, `invalid_idempotency_key`", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "`wrong_password`: `current_password` is not the password set", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "`invalid_password` (not 8–128 characters), `current_password_required`, `invalid_body`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`idempotency_key_in_progress`", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_password` (not 8–128 characters), `current_password_required`, `invalid_body`, `idempotency_key_reused`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn set_password(
     State(state): State<AppState>,
     Caller(caller): Caller,
+    key: IdempotencyKey,
     ApiJson(body): ApiJson<NewPassword>,
 ) -> Result<StatusCode, ApiError> {
-    accounts::set_password(&state.service, caller, body.password, body.current_password).await?;
+    let digest = PasswordDigest {
+        current_password: body.current_password.is_some(),
+    };
+    let idempotency = key.for_request("PUT /v1/me/password", &digest);
+    accounts::set_password(
+        &state.service,
+        caller,
+        body.password,
+        body.current_password,
+        idempotency.as_ref(),
+    )
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
