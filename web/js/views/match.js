@@ -186,6 +186,8 @@ export function render(app, main, id) {
     }
     // At the end the banner says it; the status stays for screen readers.
     status.className = `status ${mood}${isOver(view) ? ' visually-hidden' : ''}`;
+    // The tab's title tells a player in another tab that it is their turn.
+    document.title = mood.startsWith('mine') ? `▶ ${t('title.your_turn')} · Statki` : 'Statki';
     mount(status, text);
   }
 
@@ -256,8 +258,9 @@ export function render(app, main, id) {
     const owner = new Map();
     view.fleet.forEach((ship) => ship.cells.forEach((cell) => owner.set(cell, ship)));
     const incoming = new Map(view.incoming.map((shot) => [shot.cell, shot.outcome]));
+    const lastIncoming = view.incoming.length ? view.incoming[view.incoming.length - 1].cell : null;
     ownBoard.interactive = false;
-    ownBoard.update((cell) => {
+    ownBoard.update(withLast(lastIncoming, (cell) => {
       const ship = owner.get(cell);
       const shot = incoming.get(cell);
       if (ship && ship.sunk) return { kind: 'ship sunk-own', label: t('cell.own_sunk', { ship: shipName(ship.name) }) };
@@ -265,14 +268,26 @@ export function render(app, main, id) {
       if (ship) return { kind: 'ship', label: shipName(ship.name) };
       if (shot) return { kind: 'miss', label: t('cell.miss') };
       return { kind: 'water', label: t('cell.water') };
-    });
+    }));
     mount(ownSide, h('ul', { class: 'fleet-status' }, view.fleet.map((ship) => h('li', { class: ship.sunk ? 'sunk' : '' },
       h('span', { class: 'ship-bar', style: null, 'aria-hidden': 'true' }, Array.from({ length: ship.length }, (_, i) => h('i', { class: i < ship.hits.length ? 'hit' : '' }))),
       ' ', shipName(ship.name), ship.sunk ? ` — ${t('fleet.sunk')}` : ''))));
   }
 
+  /** Marks the latest shot on a sea, so a glance finds it. */
+  function withLast(lastCell, describe) {
+    return (cell) => {
+      const description = describe(cell);
+      return cell === lastCell ? { ...description, extra: `${description.extra || ''} last`.trim(), label: `${description.label}, ${t('cell.last')}` } : description;
+    };
+  }
+
   /** A sea seen by its attacker: `side` is the attacker's public side; `opened` the fleet after the end. */
   function describeTarget(side, opened, { offered }) {
+    return withLast(side.shots.length ? side.shots[side.shots.length - 1].cell : null, describeTargetCell(side, opened, { offered }));
+  }
+
+  function describeTargetCell(side, opened, { offered }) {
     const shots = new Map(side.shots.map((shot) => [shot.cell, shot.outcome]));
     const sunkCells = new Map();
     side.sunk.forEach((ship) => ship.cells.forEach((cell) => sunkCells.set(cell, ship)));
@@ -348,7 +363,8 @@ export function render(app, main, id) {
     const entries = [['ship', t('legend.ship')], ['miss', t('cell.miss')], ['hit', t('cell.hit')], ['sunk', t('legend.sunk')], ...extra];
     return h('div', { class: 'legend' }, h('h2', {}, t('legend.title')),
       h('ul', {}, entries.map(([kind, label]) => h('li', {}, h('span', { class: `cell swatch ${kind}`, 'aria-hidden': 'true' }), label))),
-      extraShotRule() ? h('p', { class: 'muted' }, t('rules.extra_yes')) : h('p', { class: 'muted' }, t('rules.extra_no')));
+      extraShotRule() ? h('p', { class: 'muted' }, t('rules.extra_yes')) : h('p', { class: 'muted' }, t('rules.extra_no')),
+      participant() && view.phase === 'battle' ? h('p', { class: 'muted' }, t('legend.keys')) : null);
   }
 
   function placementControls() {
@@ -543,6 +559,7 @@ export function render(app, main, id) {
   load();
   return () => {
     alive = false;
+    document.title = 'Statki';
     if (stream) stream.close();
     clearInterval(ticker);
     document.removeEventListener('keydown', keydown);
