@@ -40,7 +40,9 @@ export function render(app, main, query) {
   }).catch((error) => mount(createBox, h('p', { class: 'form-error' }, error.message)));
 
   // --- lists ---
-  const matchRow = (match, action, detail) => rememberNames(match) || h('div', { class: 'row', 'data-match': match.id },
+  function matchRow(match, action, detail) {
+    rememberNames(match);
+    return h('div', { class: 'row', 'data-match': match.id },
     h('div', { class: 'row-main' },
       h('div', { class: 'who' }, match.players.map((id, i) => [i ? ' – ' : '', playerLink(id)])),
       h('div', { class: 'row-badges' },
@@ -50,6 +52,7 @@ export function render(app, main, query) {
         match.phase === 'waiting' && match.invited && match.invited === app.me.id ? h('span', { class: 'badge invite' }, t('lobby.for_you')) : null,
         detail ? h('span', { class: 'muted small-text' }, detail) : null)),
     action);
+  }
 
   /** How a match stands for the signed-in player: its phase, or the result. */
   function standing(match) {

@@ -23,7 +23,6 @@ export function render(app, main, id) {
   let clockEnd = null;
   let fetching = false;
   let again = false;
-  let announcement = '';
   let verified = null;
   let rematch = null;
   let confirmResign = false;
@@ -270,7 +269,7 @@ export function render(app, main, id) {
       return { kind: 'water', label: t('cell.water') };
     }));
     mount(ownSide, h('ul', { class: 'fleet-status' }, view.fleet.map((ship) => h('li', { class: ship.sunk ? 'sunk' : '' },
-      h('span', { class: 'ship-bar', style: null, 'aria-hidden': 'true' }, Array.from({ length: ship.length }, (_, i) => h('i', { class: i < ship.hits.length ? 'hit' : '' }))),
+      h('span', { class: 'ship-bar', 'aria-hidden': 'true' }, Array.from({ length: ship.length }, (_, i) => h('i', { class: i < ship.hits.length ? 'hit' : '' }))),
       ' ', shipName(ship.name), ship.sunk ? ` — ${t('fleet.sunk')}` : ''))));
   }
 
@@ -528,8 +527,7 @@ export function render(app, main, id) {
   }
 
   function announce(text) {
-    announcement = text;
-    said.textContent = announcement;
+    said.textContent = text;
     said.classList.remove('flash');
     void said.offsetWidth;
     said.classList.add('flash');
