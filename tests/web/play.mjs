@@ -409,6 +409,32 @@ async function main() {
     await ala.page.reload();
     await ala.page.waitForSelector('#register-name', WAIT);
 
+    log('bots, where the server has them');
+    await bolek.page.goto(`${BASE}/#/?at=${Date.now()}`);
+    await bolek.page.waitForSelector('[data-testid=create-match]', WAIT);
+    const botRow = bolek.page.locator('[data-testid=bots] .row').first();
+    try {
+      await botRow.waitFor({ timeout: 3000 });
+    } catch {
+      log('this server has no bots: skipped');
+    }
+    if (await botRow.count()) {
+      await botRow.locator('button').click();
+      await bolek.page.waitForURL(/#\/m\//, WAIT);
+      await bolek.page.waitForSelector('[data-testid=random]', WAIT);
+      await bolek.page.click('[data-testid=random]');
+      await bolek.page.waitForSelector('[data-testid=target-board]', { ...WAIT, state: 'visible' });
+      const botSeat = await waitForTurn([bolek]);
+      assert.equal(botSeat, bolek);
+      const shotsBefore = (await viewOf(bolek.page, matchIdOf(bolek.page))).incoming.length;
+      await fire(bolek.page, 'E5');
+      // Whatever E5 found, the bot answers on its turn and the turn comes back.
+      await bolek.page.waitForFunction((before) => document.querySelectorAll('[data-testid=own-board] .cell.miss, [data-testid=own-board] .cell.hit, [data-testid=own-board] .cell.sunk-own').length > before, shotsBefore, WAIT);
+      await bolek.page.click('.resign button');
+      await bolek.page.click('.resign button.danger');
+      await bolek.page.waitForSelector('[data-testid=result]', WAIT);
+    }
+
     if (await ala.page.locator('#login-name').count()) {
       log('log in with name and password; a wrong password is refused readably');
       await watcher.page.click('.account button');

@@ -19,7 +19,7 @@ export function render(app, main, query) {
   const mineList = h('div', { class: 'list', 'data-testid': 'my-matches' });
   const queueBox = h('div', { class: 'queue', 'data-testid': 'queue' });
   const createBox = h('div');
-  const botsSection = h('section', { class: 'panel', hidden: true });
+  const botsSection = h('section', { class: 'panel', hidden: true, 'data-testid': 'bots' });
   // Shown once the server answers the live list (older servers only list open matches).
   const liveSection = h('section', { class: 'panel', hidden: true }, h('h2', {}, t('lobby.live')), liveList);
 
@@ -126,8 +126,9 @@ export function render(app, main, query) {
       mount(botsSection, h('h2', {}, t('lobby.bots')),
         h('label', {}, t('create.ruleset'), select),
         h('div', { class: 'list' }, bots.map((bot) => h('div', { class: 'row' },
-          h('strong', {}, bot.name), h('span', { class: 'badge' }, t(`bot.${bot.level}`)),
-          h('span', { class: 'muted grow' }, bot.description),
+          h('div', { class: 'row-main' },
+            h('div', {}, h('strong', {}, bot.name), h('span', { class: 'badge' }, t(`bot.${bot.level}`))),
+            h('div', { class: 'muted small-text' }, bot.description)),
           h('button', { type: 'button', onclick: async () => {
             try {
               const match = await app.api.createMatch({ ruleset: select.value, ranked: false, opponent: bot.id });
