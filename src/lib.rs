@@ -1,21 +1,20 @@
 //! Statki: an authoritative HTTP/JSON Battleship service.
 //!
 //! - [`engine`]: the pure rules (no I/O, clock or randomness).
+//! - [`app`]: the use cases, between `http` and `store`, with the one write path.
+//! - [`http`]: the HTTP face: routers, extractors, problem+json errors.
 //! - [`store`]: the only module that speaks SQL.
+//! - [`clock`] and the matchmaking sweep: background steps that call the use cases.
 //! - [`live`]: LISTEN/NOTIFY fan-out of committed events to server-sent event streams.
-//! - [`accounts`]: passwords, log-in, token refresh and revocation on every replica.
-//! - [`embedded_pg`]: a private PostgreSQL cluster for the zero-configuration default.
+//! - [`accounts`]: password hashing and each replica's cache of token revocations.
 
 pub mod accounts;
+pub mod app;
 pub mod auth;
 pub mod clock;
 pub mod config;
-pub mod embedded_pg;
 pub mod engine;
 pub mod http;
-pub mod ladder;
 pub mod live;
-pub mod matchmaking;
-pub mod service;
 pub mod store;
 pub mod verify;

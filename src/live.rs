@@ -13,9 +13,10 @@
 //! position; and a periodic sweep compares every followed position with the database, so
 //! even a notification lost some other way is delivered within one sweep interval.
 //!
-//! The same connection listens for token revocations ([`TOKENS_CHANNEL`]) and keeps this
-//! replica's [`Revocations`] cache current; the cache is emptied (and bypassed while the
-//! connection is down) whenever notifications may have been missed.
+//! The same connection listens for token revocations ([`TOKENS_CHANNEL`]), keeps this
+//! replica's [`Revocations`] cache current and acknowledges each one applied
+//! ([`APPLIED_CHANNEL`]); the cache is emptied (and bypassed while the connection is down)
+//! whenever notifications may have been missed.
 //!
 //! The fan-out never waits for a subscriber: a subscriber that falls more than a channel's
 //! capacity behind is dropped (its client resumes with `Last-Event-ID`). The hub takes no
@@ -34,9 +35,9 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use tokio::sync::{Notify, Semaphore, broadcast, watch};
 use uuid::Uuid;
 
-use crate::accounts::{Revocations, TOKENS_CHANNEL};
+use crate::accounts::{APPLIED_CHANNEL, Revocations, TOKENS_CHANNEL};
+use crate::app::{EVENTS_CHANNEL, EVENTS_PAGE, EventResource, viewer_of};
 use crate::engine::Match;
-use crate::service::{EVENTS_CHANNEL, EVENTS_PAGE, EventResource, viewer_of};
 use crate::store::notices::{self, Notice};
 use crate::store::{self, StoreError, StoredEvent};
 
@@ -335,7 +336,7 @@ impl Hub {
             matches: Registry::new(),
             players: Registry::new(),
             streams: Mutex::new(Streams::default()),
-            revocations: Revocations::default(),
+            revocations: Revocations::new(pool.clone()),
             fetch_slots: Semaphore::new(FETCH_CONCURRENCY),
             sweep_now: Notify::new(),
             listening: AtomicBool::new(false),
@@ -686,7 +687,12 @@ async fn connect_listener(options: &PgConnectOptions) -> Result<PgListener, sqlx
     let mut listener = PgListener::connect_with(&pool).await?;
     listener.ignore_pool_close_event(true);
     listener
-        .listen_all([EVENTS_CHANNEL, notices::CHANNEL, TOKENS_CHANNEL])
+        .listen_all([
+            EVENTS_CHANNEL,
+            notices::CHANNEL,
+            TOKENS_CHANNEL,
+            APPLIED_CHANNEL,
+        ])
         .await?;
     Ok(listener)
 }
@@ -750,13 +756,30 @@ fn parse_position(payload: &str) -> Option<(Uuid, i64)> {
     Some((id.parse().ok()?, seq.parse().ok()?))
 }
 
+/// A notification names one position, or several separated by commas (a batch commit
+/// announces all its matches at once).
 fn on_notification(inner: &Arc<Inner>, channel: &str, payload: &str) {
+    for position in payload.split(',') {
+        on_position(inner, channel, position);
+    }
+}
+
+fn on_position(inner: &Arc<Inner>, channel: &str, payload: &str) {
     let Some((id, seq)) = parse_position(payload) else {
         tracing::warn!(channel, payload, "live: unreadable notification");
         return;
     };
     if channel == TOKENS_CHANNEL {
         inner.revocations.revoked(id, seq);
+        let (pool, payload) = (inner.pool.clone(), payload.to_owned());
+        tokio::spawn(async move {
+            let acknowledged = store::accounts::notify(&pool, APPLIED_CHANNEL, &payload).await;
+            if let Err(error) = acknowledged {
+                tracing::warn!(%error, "live: cannot acknowledge a token revocation");
+            }
+        });
+    } else if channel == APPLIED_CHANNEL {
+        inner.revocations.acknowledged(id, seq);
     } else if channel == EVENTS_CHANNEL {
         if inner.matches.announce(id, seq) {
             tokio::spawn(fetch_match(inner.clone(), id));

@@ -5,13 +5,14 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
+use embedded_pg::EmbeddedPostgres;
+use statki::app::matchmaking;
+use statki::app::{App, GameSettings};
 use statki::config::{Config, LogFormat, Task};
-use statki::embedded_pg::EmbeddedPostgres;
 use statki::engine::Clock;
 use statki::http::{self, HttpSettings};
 use statki::live::{Hub, HubSettings};
-use statki::service::{GameSettings, Service};
-use statki::{auth, clock, matchmaking, store, verify};
+use statki::{auth, clock, store, verify};
 use tracing_subscriber::EnvFilter;
 
 // The shot path allocates many small buffers; mimalloc cut the allocator's share of the
@@ -32,7 +33,11 @@ async fn main() -> anyhow::Result<()> {
     let database_url = match &config.database_url {
         Some(url) => url.clone(),
         None => {
-            let cluster = EmbeddedPostgres::start(&config.data_dir)
+            let data_dir = match &config.data_dir {
+                Some(dir) => dir.clone(),
+                None => embedded_pg::default_data_dir()?,
+            };
+            let cluster = EmbeddedPostgres::start(&data_dir)
                 .await
                 .context("starting the embedded PostgreSQL (set DATABASE_URL to use your own)")?;
             let url = cluster.database_url();
@@ -72,15 +77,15 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
         },
         join_seconds: config.join_seconds,
     };
-    let service = Service::new(pool.clone(), settings, tokens);
+    let app = App::new(pool.clone(), settings, tokens);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     // Before the first request: a command that finds a run-out clock enforces it, so time
     // lost while no replica was alive must be given back first.
-    clock::recover_outage(&service, uuid::Uuid::now_v7())
+    clock::recover_outage(&app, uuid::Uuid::now_v7())
         .await
         .context("giving clocks back the time of an outage")?;
-    let clock_task = tokio::spawn(clock::run(service.clone(), stop_rx.clone()));
-    let matchmaking_task = tokio::spawn(matchmaking::run(service.clone(), stop_rx));
+    let clock_task = tokio::spawn(clock::run(app.clone(), stop_rx.clone()));
+    let matchmaking_task = tokio::spawn(matchmaking::run(app.clone(), stop_rx));
     let live = Hub::start(
         &pool,
         HubSettings {
@@ -90,8 +95,8 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
         },
     );
 
-    let app = http::app(
-        http::state(service, live.clone()),
+    let router = http::app(
+        http::state(app, live.clone()),
         &HttpSettings {
             cors_origins: config
                 .cors_origins
@@ -109,7 +114,7 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
     // `into_make_service` shares the router per connection; serving the `Router` itself
     // deep-clones every route for each connection (about 90 KiB each, kept while an event
     // stream is open).
-    axum::serve(listener, app.into_make_service())
+    axum::serve(listener, router.into_make_service())
         .with_graceful_shutdown(async move {
             shutdown_signal().await;
             // Streams never end by themselves; a graceful shutdown would wait for ever.

@@ -664,3 +664,136 @@ async fn a_retried_password_change_succeeds_again_and_changes_nothing(pool: PgPo
         StatusCode::UNAUTHORIZED
     );
 }
+
+/// Kills this database's listening connections; returns how many were killed.
+async fn kill_listeners(pool: &PgPool) -> i64 {
+    let killed: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE application_name = $1 AND datname = current_database()",
+    )
+    .bind(statki::live::LISTENER_APPLICATION_NAME)
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    killed.len() as i64
+}
+
+/// Lets connections to this test's database in, or keeps them out. Run from the server's
+/// main database, as a database cannot lock itself out.
+async fn allow_connections(pool: &PgPool, allow: bool) {
+    use sqlx::Connection;
+    let name: String = sqlx::query_scalar("SELECT current_database()")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    let url = std::env::var("DATABASE_URL").expect("DATABASE_URL");
+    let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
+    let statement = format!("ALTER DATABASE \"{name}\" ALLOW_CONNECTIONS {allow}");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(statement))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    admin.close().await.unwrap();
+}
+
+#[sqlx::test]
+async fn a_revocation_missed_while_not_listening_still_holds(
+    options: sqlx::postgres::PgPoolOptions,
+    connect: sqlx::postgres::PgConnectOptions,
+) {
+    // Every connection the apps need is opened before the database is closed to new ones,
+    // so only the listeners are locked out.
+    let pool = options
+        .min_connections(8)
+        .max_connections(8)
+        .connect_with(connect)
+        .await
+        .unwrap();
+    let warm: Vec<_> = futures::future::join_all((0..8).map(|_| pool.acquire())).await;
+    drop(warm);
+    let one = spawn_app(pool.clone()).await;
+    let two = spawn_app(pool.clone()).await;
+    listening(&one).await;
+    listening(&two).await;
+    let ala = one.register(&unique("ala")).await;
+    assert_eq!(
+        two.get("/v1/me", Some(&ala.token)).await.status,
+        StatusCode::OK
+    );
+    assert!(
+        two.live.revocations().cached() >= 1,
+        "cached on replica two"
+    );
+
+    allow_connections(&pool, false).await;
+    assert_eq!(kill_listeners(&pool).await, 2);
+    for _ in 0..200 {
+        if !two.live.is_listening() && !one.live.is_listening() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(!two.live.is_listening(), "replica two is not listening");
+    // This notification reaches no replica.
+    let revoked = one.delete("/v1/me/tokens", &ala.token).await;
+    assert_eq!(revoked.status, StatusCode::OK);
+    let new_token = revoked.body["token"].as_str().unwrap().to_owned();
+    assert_eq!(
+        two.get("/v1/me", Some(&ala.token)).await.status,
+        StatusCode::UNAUTHORIZED,
+        "not listening: the row is read"
+    );
+    assert_eq!(two.live.revocations().cached(), 0);
+
+    allow_connections(&pool, true).await;
+    for _ in 0..200 {
+        if two.live.is_listening() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(two.live.is_listening(), "replica two listens again");
+    assert_eq!(
+        two.get("/v1/me", Some(&ala.token)).await.status,
+        StatusCode::UNAUTHORIZED,
+        "listening again: nothing stale was kept"
+    );
+    assert_eq!(
+        two.get("/v1/me", Some(&new_token)).await.status,
+        StatusCode::OK
+    );
+}
+
+#[sqlx::test]
+async fn revoking_ends_the_event_streams_opened_with_an_old_token(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    listening(&app).await;
+    let ala = app.register(&unique("ala")).await;
+    let match_id = app.create_match(&ala, json!({})).await;
+    let mut streams = Vec::new();
+    for path in [
+        "/v1/stream".to_owned(),
+        format!("/v1/matches/{match_id}/stream"),
+    ] {
+        let response = app
+            .client
+            .get(app.url(&path))
+            .bearer_auth(&ala.token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{path}");
+        streams.push((path, response));
+    }
+    let revoked = app.delete("/v1/me/tokens", &ala.token).await;
+    assert_eq!(revoked.status, StatusCode::OK);
+    for (path, mut response) in streams {
+        let ended = tokio::time::timeout(Duration::from_secs(5), async {
+            while response.chunk().await.unwrap().is_some() {}
+        })
+        .await;
+        assert!(ended.is_ok(), "{path} still open after the revocation");
+    }
+    let again = app.get("/v1/stream", Some(&ala.token)).await;
+    assert_eq!(again.status, StatusCode::UNAUTHORIZED);
+}

@@ -12,9 +12,13 @@
 //! the listener is down, notifications are lost: the cache is then bypassed (every request
 //! reads the row), and it is emptied when the listener is back, before it is trusted again;
 //! a read begun before that is not stored.
+//!
+//! "At once" on every replica: each replica, having applied a revocation, acknowledges it
+//! on [`APPLIED_CHANNEL`]; the revoking request answers only when every listening replica
+//! (counted by their listening connections) has, or after a bounded wait.
 
 use std::collections::HashMap;
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 use sqlx::PgPool;
@@ -26,6 +30,8 @@ use crate::store::{self, StoreError};
 
 /// The channel revocations are announced on, as `player_id:valid_from_micros`.
 pub const TOKENS_CHANNEL: &str = "statki_tokens";
+/// The channel each replica acknowledges an applied revocation on, with the same payload.
+pub const APPLIED_CHANNEL: &str = "statki_tokens_applied";
 
 /// "Never revoked": every issue instant (and a token without one) is at or after it.
 const NEVER: i64 = i64::MIN;
@@ -48,9 +54,52 @@ pub struct Revocations {
 }
 
 struct Inner {
+    /// Where a player's row is read on a miss.
+    pool: PgPool,
     state: RwLock<State>,
-    /// Counts revocations applied, so a revoking request can wait for its own.
+    /// Bumped on every revocation applied or acknowledged here: wakes the waiters.
     applied: watch::Sender<u64>,
+    /// Acknowledgements counted for the revocations this replica is waiting on.
+    acks: Mutex<HashMap<(Uuid, i64), usize>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Counts the acknowledgements of one revocation while it lives.
+pub struct AckWait {
+    revocations: Revocations,
+    key: (Uuid, i64),
+}
+
+impl AckWait {
+    /// Waits (at most `limit`) until `expected` replicas have acknowledged the revocation.
+    /// Returns whether they all did.
+    pub async fn wait(self, expected: usize, limit: Duration) -> bool {
+        let inner = &self.revocations.inner;
+        let mut changes = inner.applied.subscribe();
+        let all = async {
+            loop {
+                if lock(&inner.acks)
+                    .get(&self.key)
+                    .is_some_and(|&n| n >= expected)
+                {
+                    return;
+                }
+                if changes.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        tokio::time::timeout(limit, all).await.is_ok()
+    }
+}
+
+impl Drop for AckWait {
+    fn drop(&mut self) {
+        lock(&self.revocations.inner.acks).remove(&self.key);
+    }
 }
 
 #[derive(Default)]
@@ -63,12 +112,15 @@ struct State {
     valid_from: HashMap<Uuid, i64>,
 }
 
-impl Default for Revocations {
-    fn default() -> Self {
+impl Revocations {
+    /// An empty cache reading misses from `pool`; not trusted until the listener says so.
+    pub fn new(pool: PgPool) -> Self {
         Self {
             inner: Arc::new(Inner {
+                pool,
                 state: RwLock::new(State::default()),
                 applied: watch::channel(0).0,
+                acks: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -96,7 +148,7 @@ impl Revocations {
 
     /// Accepts `token` if its player exists and it was issued at or after the player's
     /// last revocation (a token without `iat` only while there was none).
-    pub async fn admit(&self, pool: &PgPool, token: Verified) -> Result<(), Refused> {
+    pub async fn admit(&self, token: Verified) -> Result<(), Refused> {
         let issued = token.issued_micros.unwrap_or(NEVER);
         let cached = {
             let state = self.read();
@@ -109,7 +161,7 @@ impl Revocations {
         let valid_from = match cached {
             (true, _, Some(valid_from)) => valid_from,
             (listening, generation, _) => {
-                let loaded = store::accounts::tokens_valid_from(pool, token.player)
+                let loaded = store::accounts::tokens_valid_from(&self.inner.pool, token.player)
                     .await?
                     .ok_or(Refused::UnknownPlayer)?;
                 let loaded = micros(loaded);
@@ -157,29 +209,48 @@ impl Revocations {
         state.valid_from.clear();
     }
 
-    /// Waits (at most `limit`) until this replica has applied a revocation of `player` up
-    /// to `valid_from`, so the revoking request answers only once its own replica refuses
-    /// the old tokens. Returns at once when the cache is bypassed anyway.
-    pub async fn applied(&self, player: Uuid, valid_from: i64, limit: Duration) -> bool {
+    /// Starts counting acknowledgements of the revocation of `player` at `valid_from`
+    /// (call before the revocation commits, so none is missed). Dropping the guard stops.
+    pub fn expect_acks(&self, player: Uuid, valid_from: i64) -> AckWait {
+        lock(&self.inner.acks).insert((player, valid_from), 0);
+        AckWait {
+            revocations: self.clone(),
+            key: (player, valid_from),
+        }
+    }
+
+    /// A replica announced on [`APPLIED_CHANNEL`] that it applied this revocation.
+    pub fn acknowledged(&self, player: Uuid, valid_from: i64) {
+        if let Some(count) = lock(&self.inner.acks).get_mut(&(player, valid_from)) {
+            *count += 1;
+        } else {
+            return;
+        }
+        self.inner.applied.send_modify(|count| *count += 1);
+    }
+
+    /// Resolves once this replica learns that `token` was revoked: ends the event streams
+    /// opened with it. (While the listener is down nothing is learnt; the stream's next
+    /// reconnection is refused instead.)
+    pub fn until_revoked(&self, token: Verified) -> impl Future<Output = ()> + Send + 'static {
+        let this = self.clone();
         let mut changes = self.inner.applied.subscribe();
-        let wait = async {
+        let issued = token.issued_micros.unwrap_or(NEVER);
+        async move {
             loop {
-                {
-                    let state = self.read();
-                    let seen = state
-                        .valid_from
-                        .get(&player)
-                        .is_some_and(|&v| v >= valid_from);
-                    if seen || !state.listening {
-                        return;
-                    }
-                }
-                if changes.changed().await.is_err() {
+                let revoked = this
+                    .read()
+                    .valid_from
+                    .get(&token.player)
+                    .is_some_and(|&valid_from| issued < valid_from);
+                if revoked {
                     return;
                 }
+                if changes.changed().await.is_err() {
+                    return std::future::pending().await;
+                }
             }
-        };
-        tokio::time::timeout(limit, wait).await.is_ok()
+        }
     }
 
     /// Players cached here (for tests and metrics).
@@ -192,9 +263,9 @@ impl Revocations {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_late_read_never_undoes_a_newer_revocation() {
-        let cache = Revocations::default();
+    #[tokio::test]
+    async fn a_late_read_never_undoes_a_newer_revocation() {
+        let cache = Revocations::new(unreachable_pool());
         cache.listening(true);
         let player = Uuid::new_v4();
         let generation = cache.read().generation;
@@ -203,9 +274,9 @@ mod tests {
         assert_eq!(cache.read().valid_from[&player], 2_000);
     }
 
-    #[test]
-    fn a_read_begun_before_a_reconnect_is_not_stored() {
-        let cache = Revocations::default();
+    #[tokio::test]
+    async fn a_read_begun_before_a_reconnect_is_not_stored() {
+        let cache = Revocations::new(unreachable_pool());
         cache.listening(true);
         let player = Uuid::new_v4();
         let generation = cache.read().generation;
@@ -215,9 +286,71 @@ mod tests {
         assert_eq!(cache.cached(), 0);
     }
 
-    #[test]
-    fn nothing_is_stored_while_not_listening() {
-        let cache = Revocations::default();
+    /// A pool that fails on first use: nothing answers on port 1.
+    fn unreachable_pool() -> PgPool {
+        sqlx::postgres::PgPoolOptions::new()
+            .acquire_timeout(Duration::from_millis(200))
+            .connect_lazy("postgres://nobody@127.0.0.1:1/none")
+            .expect("lazy pool")
+    }
+
+    fn token(player: Uuid, issued_micros: Option<i64>) -> Verified {
+        Verified {
+            player,
+            issued_micros,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cached_player_is_judged_without_the_database() {
+        let cache = Revocations::new(unreachable_pool());
+        cache.listening(true);
+        let player = Uuid::new_v4();
+        cache.revoked(player, 1_000);
+        assert!(cache.admit(token(player, Some(1_000))).await.is_ok());
+        assert!(matches!(
+            cache.admit(token(player, Some(999))).await,
+            Err(Refused::Revoked)
+        ));
+        assert!(matches!(
+            cache.admit(token(player, None)).await,
+            Err(Refused::Revoked)
+        ));
+        // Not cached, or not listening: the database is asked (and here fails).
+        let stranger = Uuid::new_v4();
+        assert!(matches!(
+            cache.admit(token(stranger, Some(1))).await,
+            Err(Refused::Store(_))
+        ));
+        cache.listening(false);
+        assert!(matches!(
+            cache.admit(token(player, Some(1_000))).await,
+            Err(Refused::Store(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_revocation_waits_for_every_expected_acknowledgement() {
+        let cache = Revocations::new(unreachable_pool());
+        let player = Uuid::new_v4();
+        cache.acknowledged(player, 5);
+        let wait = cache.expect_acks(player, 5);
+        cache.acknowledged(player, 5);
+        cache.acknowledged(player, 6);
+        cache.acknowledged(player, 5);
+        assert!(wait.wait(2, Duration::from_secs(1)).await);
+        let wait = cache.expect_acks(player, 7);
+        cache.acknowledged(player, 7);
+        assert!(!wait.wait(2, Duration::from_millis(50)).await, "one of two");
+        assert!(
+            lock(&cache.inner.acks).is_empty(),
+            "nothing kept after waiting"
+        );
+    }
+
+    #[tokio::test]
+    async fn nothing_is_stored_while_not_listening() {
+        let cache = Revocations::new(unreachable_pool());
         let player = Uuid::new_v4();
         let generation = cache.read().generation;
         cache.learn(player, 1_000, generation);

@@ -11,7 +11,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::AppState;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, Authenticated, Caller, IdempotencyKey};
-use crate::accounts::{self, Me, Session};
+use crate::app::{Me, Session};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -63,9 +63,7 @@ async fn log_in(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<LogIn>,
 ) -> Result<Json<Session>, ApiError> {
-    Ok(Json(
-        accounts::log_in(&state.service, &body.name, body.password).await?,
-    ))
+    Ok(Json(state.app.log_in(&body.name, body.password).await?))
 }
 
 /// The caller's own profile: the public profile and whether a password is set.
@@ -78,7 +76,7 @@ async fn log_in(
     )
 )]
 async fn me(State(state): State<AppState>, Caller(caller): Caller) -> Result<Json<Me>, ApiError> {
-    Ok(Json(accounts::me(&state.service, caller).await?))
+    Ok(Json(state.app.me(caller).await?))
 }
 
 /// Set the caller's password, or change it (then `current_password` is required). Tokens
@@ -107,14 +105,15 @@ async fn set_password(
         current_password: body.current_password.is_some(),
     };
     let idempotency = key.for_request("PUT /v1/me/password", &digest);
-    accounts::set_password(
-        &state.service,
-        caller,
-        body.password,
-        body.current_password,
-        idempotency.as_ref(),
-    )
-    .await?;
+    state
+        .app
+        .set_password(
+            caller,
+            body.password,
+            body.current_password,
+            idempotency.as_ref(),
+        )
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -131,7 +130,7 @@ async fn refresh_token(
     State(state): State<AppState>,
     Authenticated(token): Authenticated,
 ) -> Result<Json<Session>, ApiError> {
-    Ok(Json(accounts::refresh(&state.service, token).await?))
+    Ok(Json(state.app.refresh(token).await?))
 }
 
 /// Revoke every token issued to the caller so far, on every replica at once, and get a
@@ -150,6 +149,9 @@ async fn revoke_tokens(
     Authenticated(token): Authenticated,
 ) -> Result<Json<Session>, ApiError> {
     Ok(Json(
-        accounts::revoke_all(&state.service, state.live.revocations(), token).await?,
+        state
+            .app
+            .revoke_all(state.live.revocations(), token)
+            .await?,
     ))
 }

@@ -11,9 +11,8 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::accounts::AccountError;
+use crate::app::AppError;
 use crate::engine::Refusal;
-use crate::service::ServiceError;
 
 /// An RFC 9457 problem document.
 #[derive(Clone, Debug, Serialize, ToSchema)]
@@ -97,53 +96,62 @@ fn refusal_status(refusal: &Refusal) -> StatusCode {
     }
 }
 
-impl From<ServiceError> for ApiError {
-    fn from(error: ServiceError) -> Self {
-        let detail = error.to_string();
-        match error {
-            ServiceError::Rule(refusal) => {
-                ApiError::new(refusal_status(&refusal), refusal.code(), detail)
-            }
-            ServiceError::NotFound(_) => ApiError::not_found(detail),
-            ServiceError::NameTaken(_) => ApiError::new(StatusCode::CONFLICT, "name_taken", detail),
-            ServiceError::InvalidName(_) => {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_name", detail)
-            }
-            ServiceError::UnknownRuleset(_) => {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "unknown_ruleset", detail)
-            }
-            ServiceError::RankedNeedsStandardRules(_) => ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "ranked_needs_standard_rules",
-                detail,
-            ),
-            ServiceError::IdempotencyMismatch => ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "idempotency_key_reused",
-                detail,
-            ),
-            ServiceError::IdempotencyInProgress => {
-                ApiError::new(StatusCode::CONFLICT, "idempotency_key_in_progress", detail)
-            }
-            ServiceError::Token(_) => ApiError::unauthorized(detail),
-            ServiceError::UnknownPlayer => ApiError::unauthorized(detail),
-            ServiceError::Database(sqlx::Error::PoolTimedOut | sqlx::Error::Io(_)) => {
-                tracing::error!(%detail, "database unavailable");
-                ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "unavailable",
-                    "the database is unavailable; nothing was changed, retry shortly",
-                )
-            }
-            ServiceError::Database(_) | ServiceError::Corrupt(_) => {
-                tracing::error!(%detail, "internal error");
-                ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal",
-                    "an internal error occurred; nothing was changed",
-                )
+/// The status each kind of application error is answered with.
+fn status_of(error: &AppError) -> StatusCode {
+    match error {
+        AppError::Rule(refusal) => refusal_status(refusal),
+        AppError::NotFound(_) | AppError::NotQueued => StatusCode::NOT_FOUND,
+        AppError::NameTaken(_)
+        | AppError::IdempotencyInProgress
+        | AppError::AlreadyQueued
+        | AppError::InMatch
+        | AppError::RematchUnavailable(_) => StatusCode::CONFLICT,
+        AppError::InvalidName(_)
+        | AppError::UnknownRuleset(_)
+        | AppError::RankedNeedsStandardRules(_)
+        | AppError::IdempotencyMismatch
+        | AppError::InvalidPassword
+        | AppError::CurrentPasswordRequired => StatusCode::UNPROCESSABLE_ENTITY,
+        AppError::Token(_)
+        | AppError::UnknownPlayer
+        | AppError::Revoked
+        | AppError::InvalidCredentials => StatusCode::UNAUTHORIZED,
+        AppError::WrongPassword => StatusCode::FORBIDDEN,
+        AppError::ShuttingDown
+        | AppError::Hashing(_)
+        | AppError::Unavailable(_)
+        | AppError::Database(_)
+        | AppError::Corrupt(_) => {
+            if error.code() == "unavailable" {
+                StatusCode::SERVICE_UNAVAILABLE
+            } else {
+                StatusCode::INTERNAL_SERVER_ERROR
             }
         }
+    }
+}
+
+impl From<AppError> for ApiError {
+    fn from(error: AppError) -> Self {
+        let status = status_of(&error);
+        let code = error.code();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            tracing::error!(%error, "database unavailable");
+            return ApiError::new(
+                status,
+                code,
+                "the database is unavailable; nothing was changed, retry shortly",
+            );
+        }
+        if status.is_server_error() {
+            tracing::error!(%error, "internal error");
+            return ApiError::new(
+                status,
+                code,
+                "an internal error occurred; nothing was changed",
+            );
+        }
+        ApiError::new(status, code, error.to_string())
     }
 }
 
@@ -184,37 +192,5 @@ impl From<QueryRejection> for ApiError {
             "invalid_query",
             rejection.body_text(),
         )
-    }
-}
-
-impl From<AccountError> for ApiError {
-    fn from(error: AccountError) -> Self {
-        let detail = error.to_string();
-        match error {
-            AccountError::Service(error) => error.into(),
-            AccountError::InvalidCredentials => {
-                ApiError::new(StatusCode::UNAUTHORIZED, "invalid_credentials", detail)
-            }
-            AccountError::Revoked => ApiError::unauthorized(detail),
-            AccountError::InvalidPassword(_) => {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_password", detail)
-            }
-            AccountError::CurrentPasswordRequired => ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "current_password_required",
-                detail,
-            ),
-            AccountError::WrongPassword => {
-                ApiError::new(StatusCode::FORBIDDEN, "wrong_password", detail)
-            }
-            AccountError::Hashing(_) => {
-                tracing::error!(%detail, "internal error");
-                ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal",
-                    "an internal error occurred; nothing was changed",
-                )
-            }
-        }
     }
 }

@@ -8,9 +8,8 @@ use uuid::Uuid;
 
 use super::AppState;
 use super::error::ApiError;
-use crate::accounts::AccountError;
+use crate::app::{AppError, Idempotency};
 use crate::auth::Verified;
-use crate::service::Idempotency;
 
 /// A JSON body; malformed, mistyped or oversized bodies are problems.
 #[derive(FromRequest)]
@@ -65,16 +64,16 @@ impl FromRequestParts<AppState> for Authenticated {
                 ApiError::unauthorized("the Authorization header must be `Bearer <token>`")
             })?;
         let verified = state
-            .service
-            .tokens
+            .app
+            .tokens()
             .verify_claims(token.trim())
             .map_err(|e| ApiError::unauthorized(e.to_string()))?;
         state
             .live
             .revocations()
-            .admit(&state.service.pool, verified)
+            .admit(verified)
             .await
-            .map_err(AccountError::from)?;
+            .map_err(AppError::from)?;
         Ok(Authenticated(verified))
     }
 }

@@ -28,8 +28,8 @@ use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
+use crate::app::App;
 use crate::live::Hub;
-use crate::service::Service;
 use error::ApiError;
 
 /// Largest accepted request body.
@@ -38,7 +38,7 @@ pub const BODY_LIMIT_BYTES: usize = 16 * 1024;
 /// What every handler can reach.
 #[derive(Clone)]
 pub struct AppState {
-    pub service: Service,
+    pub app: App,
     pub metrics: Option<PrometheusHandle>,
     /// This replica's live-update hub (SSE streams).
     pub live: Hub,
@@ -200,10 +200,10 @@ pub fn prometheus() -> Option<PrometheusHandle> {
         .clone()
 }
 
-/// Shared state for a service and this replica's live hub.
-pub fn state(service: Service, live: Hub) -> AppState {
+/// Shared state for the application and this replica's live hub.
+pub fn state(app: App, live: Hub) -> AppState {
     AppState {
-        service,
+        app,
         metrics: prometheus(),
         live,
     }

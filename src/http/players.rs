@@ -11,8 +11,7 @@ use uuid::Uuid;
 use super::AppState;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath, ApiQuery, Caller, IdempotencyKey};
-use crate::accounts::{self, Session};
-use crate::service::{MatchResource, PlayerProfile};
+use crate::app::{MatchResource, PlayerProfile, Session};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -62,13 +61,10 @@ async fn create_player(
         password: body.password.is_some(),
     };
     let idempotency = key.for_request("POST /v1/players", &digest);
-    let created = accounts::register(
-        &state.service,
-        &body.name,
-        body.password,
-        idempotency.as_ref(),
-    )
-    .await?;
+    let created = state
+        .app
+        .register(&body.name, body.password, idempotency.as_ref())
+        .await?;
     Ok((StatusCode::CREATED, Json(created)))
 }
 
@@ -85,7 +81,7 @@ async fn get_player(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<PlayerProfile>, ApiError> {
-    Ok(Json(state.service.profile(id).await?))
+    Ok(Json(state.app.profile(id).await?))
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -113,9 +109,6 @@ async fn player_matches(
     ApiQuery(page): ApiQuery<MatchesPage>,
 ) -> Result<Json<Vec<MatchResource>>, ApiError> {
     Ok(Json(
-        state
-            .service
-            .player_matches(id, caller, page.before)
-            .await?,
+        state.app.player_matches(id, caller, page.before).await?,
     ))
 }

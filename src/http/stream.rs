@@ -15,7 +15,8 @@ use uuid::Uuid;
 
 use super::AppState;
 use super::error::{ApiError, Problem};
-use super::extract::{ApiPath, ApiQuery, Caller};
+use super::extract::{ApiPath, ApiQuery, Authenticated};
+use crate::auth::Verified;
 use crate::live::{Feed, LiveError, LiveItem};
 
 /// Seconds a refused client is asked to wait before trying again.
@@ -75,7 +76,7 @@ fn live_error(error: LiveError) -> Response {
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", detail).into_response()
         }
         LiveError::Store(error) => {
-            ApiError::from(crate::service::ServiceError::from(error)).into_response()
+            ApiError::from(crate::app::AppError::from(error)).into_response()
         }
     }
 }
@@ -87,9 +88,11 @@ fn sse_event(item: LiveItem) -> Result<Event, Infallible> {
         .data(item.data))
 }
 
-fn sse(state: &AppState, feed: Feed) -> Response {
+/// The feed as an event stream, which ends when the token it was opened with is revoked.
+fn sse(state: &AppState, feed: Feed, token: Verified) -> Response {
     let keep_alive = KeepAlive::new().interval(state.live.settings().keep_alive);
-    let mut response = Sse::new(feed.into_stream().map(sse_event))
+    let revoked = state.live.revocations().until_revoked(token);
+    let mut response = Sse::new(feed.into_stream().take_until(revoked).map(sse_event))
         .keep_alive(keep_alive)
         .into_response();
     // Reverse proxies that buffer responses (nginx) would hold events back.
@@ -124,17 +127,18 @@ fn sse(state: &AppState, feed: Feed) -> Response {
 )]
 async fn match_stream(
     State(state): State<AppState>,
-    Caller(caller): Caller,
+    Authenticated(token): Authenticated,
     ApiPath(id): ApiPath<Uuid>,
     ApiQuery(query): ApiQuery<StreamQuery>,
     headers: HeaderMap,
 ) -> Response {
+    let caller = token.player;
     let after = match resume_point(&headers, &query) {
         Ok(after) => after,
         Err(error) => return error.into_response(),
     };
     match state.live.match_feed(id, caller, after).await {
-        Ok(Some(feed)) => sse(&state, feed),
+        Ok(Some(feed)) => sse(&state, feed, token),
         Ok(None) => StatusCode::NO_CONTENT.into_response(),
         Err(error) => live_error(error),
     }
@@ -161,16 +165,17 @@ async fn match_stream(
 )]
 async fn player_stream(
     State(state): State<AppState>,
-    Caller(caller): Caller,
+    Authenticated(token): Authenticated,
     ApiQuery(query): ApiQuery<StreamQuery>,
     headers: HeaderMap,
 ) -> Response {
+    let caller = token.player;
     let after = match resume_point(&headers, &query) {
         Ok(after) => after,
         Err(error) => return error.into_response(),
     };
     match state.live.player_feed(caller, after).await {
-        Ok(feed) => sse(&state, feed),
+        Ok(feed) => sse(&state, feed, token),
         Err(error) => live_error(error),
     }
 }

@@ -7,7 +7,6 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::AppState;
 use super::error::ApiError;
-use crate::store;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -29,7 +28,7 @@ async fn healthz() -> &'static str {
     (status = 503, description = "`unavailable`: the database does not answer"),
 ))]
 async fn readyz(State(state): State<AppState>) -> Result<&'static str, ApiError> {
-    store::ping(&state.service.pool).await.map_err(|e| {
+    state.app.ready().await.map_err(|e| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "unavailable",
@@ -42,7 +41,7 @@ async fn readyz(State(state): State<AppState>) -> Result<&'static str, ApiError>
 /// Prometheus metrics: requests, latencies, matches by phase, shots, events.
 #[utoipa::path(get, path = "/metrics", tag = "system", responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    if let Ok(phases) = store::matches::count_by_phase(&state.service.pool).await {
+    if let Ok(phases) = state.app.matches_by_phase().await {
         for (phase, count) in phases {
             metrics::gauge!("statki_matches", "phase" => phase).set(count as f64);
         }

@@ -7,11 +7,21 @@ use uuid::Uuid;
 use super::StoreError;
 
 /// What log-in needs to know about a name.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Credentials {
     pub id: Uuid,
     pub name: String,
     pub password_hash: Option<String>,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("has_password", &self.password_hash.is_some())
+            .finish()
+    }
 }
 
 /// The player registered under `name` (regardless of case) and their password hash.
@@ -53,6 +63,19 @@ pub async fn lock_password(
     .fetch_optional(db)
     .await?;
     row.map(|row| Ok(row.try_get("password_hash")?)).transpose()
+}
+
+/// The player's password hash, if they have one.
+pub async fn password_hash(
+    db: impl PgExecutor<'_>,
+    player: Uuid,
+) -> Result<Option<String>, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT password_hash FROM player_passwords WHERE player_id = $1")
+            .bind(player)
+            .fetch_optional(db)
+            .await?,
+    )
 }
 
 /// Whether the player has a password.
@@ -160,4 +183,30 @@ pub async fn revoke_tokens(
     .await?;
     row.map(|row| Ok((row.try_get("tokens_valid_from")?, row.try_get("name")?)))
         .transpose()
+}
+
+/// Sends `payload` on `channel` now (outside any transaction).
+pub async fn notify(
+    db: impl PgExecutor<'_>,
+    channel: &str,
+    payload: &str,
+) -> Result<(), StoreError> {
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(channel)
+        .bind(payload)
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
+/// How many connections named `application_name` are open on this database: the replicas
+/// listening for notifications.
+pub async fn listeners(db: impl PgExecutor<'_>, application_name: &str) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity
+         WHERE application_name = $1 AND datname = current_database()",
+    )
+    .bind(application_name)
+    .fetch_one(db)
+    .await?)
 }

@@ -1,0 +1,236 @@
+//! Accounts: registration with an optional password, log-in, the caller's own profile,
+//! password changes, token refresh and revocation of every earlier token.
+//!
+//! Tokens stay stateless JWTs; what makes them revocable is one instant per player
+//! (`tokens_valid_from`) that every replica caches and keeps current through
+//! LISTEN/NOTIFY ([`crate::accounts::revocations`]). Issuing a token reads that instant
+//! `FOR SHARE`, so a token is never issued on the strength of a token revoked meanwhile.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::idempotency::{Idempotency, claim_or_replay};
+use super::resources::PlayerProfile;
+use super::{App, AppError, Result, validate_name};
+use crate::accounts::password::{self, Password};
+use crate::accounts::revocations::{self, Revocations, TOKENS_CHANNEL};
+use crate::auth::Verified;
+use crate::store::{self, StoreError, idempotency, players};
+
+/// Longest a revoking request waits for every listening replica to apply the revocation.
+const APPLY_WAIT: Duration = Duration::from_secs(2);
+
+impl From<revocations::Refused> for AppError {
+    fn from(refused: revocations::Refused) -> Self {
+        match refused {
+            revocations::Refused::UnknownPlayer => AppError::UnknownPlayer,
+            revocations::Refused::Revoked => AppError::Revoked,
+            revocations::Refused::Store(error) => error.into(),
+        }
+    }
+}
+
+impl From<password::BadLength> for AppError {
+    fn from(_: password::BadLength) -> Self {
+        AppError::InvalidPassword
+    }
+}
+
+/// A player and a fresh bearer token for them.
+#[derive(Clone, Debug, Deserialize, Serialize, ToSchema)]
+pub struct Session {
+    pub id: Uuid,
+    pub name: String,
+    /// The bearer token for every later call (valid 30 days, until revoked).
+    pub token: String,
+}
+
+/// The caller's own profile: the public one and what only they may know.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct Me {
+    #[serde(flatten)]
+    pub profile: PlayerProfile,
+    /// Whether a password is set, so the account can be logged into.
+    pub has_password: bool,
+}
+
+fn presented(token: Verified) -> Option<DateTime<Utc>> {
+    token
+        .issued_micros
+        .and_then(DateTime::<Utc>::from_timestamp_micros)
+}
+
+impl App {
+    /// Registers a player, with a password if one is given. With an `Idempotency-Key` (in the
+    /// registration key space) a retry gets the first answer; when the first request carried
+    /// a password, only a retry carrying the same password does.
+    ///
+    /// `idempotency` must digest the name and whether a password was given, never the
+    /// password: no fast hash of a password is stored.
+    pub async fn register(
+        &self,
+        name: &str,
+        password: Option<String>,
+        idempotency: Option<&Idempotency>,
+    ) -> Result<Session> {
+        let name = validate_name(name)?;
+        let password = password.map(Password::new).transpose()?;
+        let hash = match &password {
+            Some(password) => Some(password::hash(password).await?),
+            None => None,
+        };
+        let mut tx = self.pool().begin().await?;
+        let scope = idempotency::REGISTRATION_SCOPE;
+        if let Some(answer) = claim_or_replay(&mut tx, scope, idempotency).await? {
+            drop(tx);
+            let first: Session =
+                serde_json::from_value(answer).map_err(|e| AppError::Corrupt(e.to_string()))?;
+            if let Some(password) = &password {
+                let stored = store::accounts::password_hash(self.pool(), first.id).await?;
+                if !password::verify(password, stored).await? {
+                    return Err(AppError::IdempotencyMismatch);
+                }
+            }
+            return Ok(first);
+        }
+        let id = Uuid::now_v7();
+        let row = players::insert(&mut *tx, id, name)
+            .await
+            .map_err(|e| match e {
+                StoreError::NameTaken => AppError::NameTaken(name.to_owned()),
+                other => other.into(),
+            })?;
+        if let Some(hash) = &hash {
+            store::accounts::set_password(&mut *tx, id, hash).await?;
+        }
+        let session = Session {
+            id,
+            name: row.name,
+            token: self.tokens().mint(id, row.created_at)?,
+        };
+        if let Some(key) = idempotency {
+            let answer =
+                serde_json::to_value(&session).map_err(|e| AppError::Corrupt(e.to_string()))?;
+            idempotency::finish(&mut *tx, scope, &key.key, &answer).await?;
+        }
+        tx.commit().await?;
+        Ok(session)
+    }
+
+    /// Logs in: a fresh token for the player named `name` if `password` is theirs. An unknown
+    /// name, a player without a password and a wrong password get the same answer after the
+    /// same work (one Argon2 verification).
+    pub async fn log_in(&self, name: &str, password: String) -> Result<Session> {
+        let credentials = store::accounts::by_name(self.pool(), name).await?;
+        let stored = credentials.as_ref().and_then(|c| c.password_hash.clone());
+        let matches = password::verify(&Password::offered(password), stored).await?;
+        let Some(credentials) = credentials.filter(|_| matches) else {
+            return Err(AppError::InvalidCredentials);
+        };
+        let (at, name) = store::accounts::issue_instant(self.pool(), credentials.id, None)
+            .await?
+            .ok_or(AppError::InvalidCredentials)?;
+        self.issue(credentials.id, name, at)
+    }
+
+    fn issue(&self, id: Uuid, name: String, at: DateTime<Utc>) -> Result<Session> {
+        Ok(Session {
+            id,
+            name,
+            token: self.tokens().mint(id, at)?,
+        })
+    }
+
+    /// The caller's own profile.
+    pub async fn me(&self, caller: Uuid) -> Result<Me> {
+        let profile = self.profile(caller).await.map_err(|e| match e {
+            AppError::NotFound(_) => AppError::UnknownPlayer,
+            other => other,
+        })?;
+        let has_password = store::accounts::has_password(self.pool(), caller).await?;
+        Ok(Me {
+            profile,
+            has_password,
+        })
+    }
+
+    /// Sets the caller's password, or changes it: once one is set, `current` must be it. With
+    /// an `Idempotency-Key` a retry changes nothing and succeeds again, provided its password
+    /// is the one now set; `idempotency` must digest the request without the passwords.
+    pub async fn set_password(
+        &self,
+        caller: Uuid,
+        new: String,
+        current: Option<String>,
+        idempotency: Option<&Idempotency>,
+    ) -> Result<()> {
+        let new = Password::new(new)?;
+        let hash = password::hash(&new).await?;
+        let mut tx = self.pool().begin().await?;
+        let replayed = claim_or_replay(&mut tx, caller, idempotency).await?;
+        let stored = store::accounts::lock_password(&mut *tx, caller)
+            .await?
+            .ok_or(AppError::UnknownPlayer)?;
+        if replayed.is_some() {
+            return if password::verify(&new, stored).await? {
+                Ok(())
+            } else {
+                Err(AppError::IdempotencyMismatch)
+            };
+        }
+        if let Some(stored) = stored {
+            let current = current.ok_or(AppError::CurrentPasswordRequired)?;
+            if !password::verify(&Password::offered(current), Some(stored)).await? {
+                return Err(AppError::WrongPassword);
+            }
+        }
+        store::accounts::set_password(&mut *tx, caller, &hash).await?;
+        if let Some(key) = idempotency {
+            idempotency::finish(&mut *tx, caller, &key.key, &serde_json::Value::Null).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// A fresh token for the holder of a still valid one.
+    pub async fn refresh(&self, token: Verified) -> Result<Session> {
+        let (at, name) =
+            store::accounts::issue_instant(self.pool(), token.player, Some(presented(token)))
+                .await?
+                .ok_or(AppError::Revoked)?;
+        self.issue(token.player, name, at)
+    }
+
+    /// Revokes every token of the caller issued so far, on every replica, and issues a new
+    /// one. Answers once every listening replica has acknowledged that it refuses the old
+    /// tokens (or after [`APPLY_WAIT`]); a replica not listening reads the row per request.
+    pub async fn revoke_all(&self, revocations: &Revocations, token: Verified) -> Result<Session> {
+        let mut tx = self.pool().begin().await?;
+        let (valid_from, name) = store::accounts::revoke_tokens(
+            &mut *tx,
+            token.player,
+            presented(token),
+            TOKENS_CHANNEL,
+        )
+        .await?
+        .ok_or(AppError::Revoked)?;
+        let session = self.issue(token.player, name, valid_from)?;
+        // Counting starts before the commit that makes replicas acknowledge.
+        let acks = revocations.expect_acks(token.player, valid_from.timestamp_micros());
+        tx.commit().await?;
+        let replicas =
+            store::accounts::listeners(self.pool(), crate::live::LISTENER_APPLICATION_NAME).await?;
+        let expected = usize::try_from(replicas).unwrap_or(0);
+        if !acks.wait(expected, APPLY_WAIT).await {
+            tracing::warn!(
+                player = %token.player, replicas,
+                "not every listening replica acknowledged a revocation in time"
+            );
+        }
+        Ok(session)
+    }
+}
