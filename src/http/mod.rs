@@ -13,6 +13,7 @@ mod queue;
 mod rulesets;
 mod stream;
 mod system;
+mod web;
 
 use std::time::{Duration, Instant};
 
@@ -121,6 +122,7 @@ pub fn app(state: AppState, settings: &HttpSettings) -> Router {
     let request_id = HeaderName::from_static("x-request-id");
     let timeout = settings.request_timeout.unwrap_or(Duration::from_secs(15));
     router
+        .merge(web::router())
         .fallback(fallback)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES))

@@ -1,0 +1,478 @@
+// Plays Statki in a real browser: two players in two browser contexts register, create
+// and join a match, place their fleets (one by hand with rotate and pick-up, one at
+// random), fight the battle to the end by mouse and keyboard while a third context
+// watches, reload mid-battle, check the result, the commitments verified in the
+// browser, the replay and a rematch; then a `classic` match checks the extra shot and
+// the marked ring; and a refusal is shown from the problem's `detail`. No console error
+// may be logged. With SCREENSHOTS=<dir>, screenshots are saved there.
+//
+// Usage: STATKI_URL=http://127.0.0.1:8080 node play.mjs
+
+import { chromium } from 'playwright-core';
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+
+const BASE = process.env.STATKI_URL || 'http://127.0.0.1:8080';
+const SCREENSHOTS = process.env.SCREENSHOTS || '';
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const WAIT = { timeout: 15_000 };
+const started = Date.now();
+const suffix = Math.random().toString(36).slice(2, 7);
+
+const errors = [];
+function log(step) {
+  console.log(`[${((Date.now() - started) / 1000).toFixed(1)}s] ${step}`);
+}
+
+async function newPlayer(browser, label, { locale = 'en-GB', viewport = { width: 1280, height: 900 } } = {}) {
+  const context = await browser.newContext({ locale, viewport });
+  const page = await context.newPage();
+  page.on('console', (message) => {
+    if (message.type() !== 'error') return;
+    // A refused request is logged by Chromium itself; the page shows the refusal.
+    if (/^Failed to load resource: the server responded with a status of 4\d\d/.test(message.text())) return;
+    errors.push(`${label}: ${message.text()}`);
+  });
+  page.on('pageerror', (error) => errors.push(`${label}: ${error.message}`));
+  await page.goto(BASE + '/');
+  return { context, page, label };
+}
+
+async function shoot(page, name) {
+  if (!SCREENSHOTS) return;
+  await page.screenshot({ path: `${SCREENSHOTS}/${name}-desktop.png` });
+  const size = page.viewportSize();
+  await page.setViewportSize({ width: 360, height: 780 });
+  await page.screenshot({ path: `${SCREENSHOTS}/${name}-phone.png`, fullPage: true });
+  await page.setViewportSize(size);
+}
+
+async function register(page, name, password) {
+  await page.fill('#register-name', name);
+  if (password && await page.locator('#register-password').count()) await page.fill('#register-password', password);
+  await page.click('[data-testid=register] button[type=submit]');
+  await page.waitForSelector('[data-testid=me]', WAIT);
+  assert.equal(await page.textContent('[data-testid=me]'), name);
+}
+
+const own = (page, cell) => page.locator(`[data-testid=own-board] [data-cell="${cell}"]`);
+const target = (page, cell) => page.locator(`[data-testid=target-board] [data-cell="${cell}"]`);
+
+/** The page's own view of the match, read with its own token (to know where its ships are). */
+async function viewOf(page, id) {
+  return page.evaluate(async (matchId) => {
+    const { token } = JSON.parse(localStorage.getItem('statki.session'));
+    const response = await fetch(`/v1/matches/${matchId}`, { headers: { authorization: `Bearer ${token}` } });
+    return response.json();
+  }, id);
+}
+
+function matchIdOf(page) {
+  const match = /#\/m\/([0-9a-f-]{36})/.exec(page.url());
+  assert.ok(match, `not on a match page: ${page.url()}`);
+  return match[1];
+}
+
+async function waitNextShip(page, text) {
+  await page.waitForFunction((expected) => {
+    const el = document.querySelector('[data-testid=next-ship]');
+    return el && el.textContent.includes(expected);
+  }, text, WAIT);
+}
+
+async function createMatch(page, ruleset) {
+  await page.goto(BASE + '/#/');
+  await page.waitForSelector('[data-testid=create-match]', WAIT);
+  await page.selectOption('#create-ruleset', ruleset);
+  await page.click('[data-testid=create-match] button[type=submit]');
+  await page.waitForURL(/#\/m\//, WAIT);
+  return matchIdOf(page);
+}
+
+async function joinFromLobby(page, id) {
+  await page.goto(`${BASE}/#/?at=${Date.now()}`);
+  const row = page.locator(`[data-testid=open-matches] [data-match="${id}"]`);
+  await row.waitFor(WAIT);
+  await row.locator('button').click();
+  await page.waitForURL(new RegExp(`#/m/${id}`), WAIT);
+  await page.waitForSelector('[data-testid=own-board]', WAIT);
+}
+
+async function myTurn(page) {
+  return page.locator('[data-testid=status].mine').count().then((n) => n > 0);
+}
+
+async function waitForTurn(pages) {
+  const deadline = Date.now() + WAIT.timeout;
+  while (Date.now() < deadline) {
+    for (const player of pages) {
+      if (await myTurn(player.page)) return player;
+    }
+    if (await pages[0].page.locator('[data-testid=result]').count()) return null;
+    await pages[0].page.waitForTimeout(50);
+  }
+  throw new Error('nobody got the turn');
+}
+
+/** Fires at `cell` by mouse, or by keyboard (focus a neighbour, arrow onto it, Enter). */
+async function fire(page, cell, { keyboard = false } = {}) {
+  const button = target(page, cell);
+  assert.equal(await button.getAttribute('aria-disabled'), 'false', `${cell} should be offered`);
+  if (keyboard) {
+    const column = cell.charCodeAt(0) - 65;
+    const neighbour = `${String.fromCharCode(65 + (column === 0 ? 1 : column - 1))}${cell.slice(1)}`;
+    await target(page, neighbour).focus();
+    await page.keyboard.press(column === 0 ? 'ArrowLeft' : 'ArrowRight');
+    assert.equal(await page.evaluate(() => document.activeElement.dataset.cell), cell);
+    await page.keyboard.press('Enter');
+  } else {
+    await button.click();
+  }
+  await page.waitForFunction((name) => {
+    const el = document.querySelector(`[data-testid=target-board] [data-cell="${name}"]`);
+    return el && /\b(hit|miss|sunk)\b/.test(el.className);
+  }, cell, WAIT);
+}
+
+async function main() {
+  if (SCREENSHOTS) mkdirSync(SCREENSHOTS, { recursive: true });
+  const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] });
+  try {
+    const ala = await newPlayer(browser, 'Ala', { locale: 'en-GB' });
+    const bolek = await newPlayer(browser, 'Bolek', { locale: 'pl-PL', viewport: { width: 390, height: 844 } });
+    const watcher = await newPlayer(browser, 'Celina', { locale: 'en-GB' });
+    if (SCREENSHOTS) await shoot(ala.page, 'signin');
+
+    log('register, and a refusal shown from the problem detail');
+    const alaName = `Ala-${suffix}`;
+    await register(ala.page, alaName);
+    await bolek.page.fill('#register-name', alaName);
+    await bolek.page.click('[data-testid=register] button[type=submit]');
+    const refusal = bolek.page.locator('[data-testid=auth-error]');
+    await refusal.filter({ hasText: /\w/ }).waitFor(WAIT);
+    const refusalText = await refusal.textContent();
+    assert.ok(!/^\{|urn:|problem|\b409\b/.test(refusalText), `refusal shown raw: ${refusalText}`);
+    assert.match(refusalText, /taken|name/i, `refusal without the server's detail: ${refusalText}`);
+    await register(bolek.page, `Bolek-${suffix}`);
+    const celinaName = `Celina-${suffix}`;
+    const celinaPassword = 'siedem-mórz-7';
+    await register(watcher.page, celinaName, celinaPassword);
+    assert.match(await bolek.page.textContent('#nav'), /Poczekalnia/, 'a Polish browser gets Polish text');
+
+    log('create and join a statki match');
+    const id = await createMatch(ala.page, 'statki');
+    await ala.page.waitForSelector('[data-testid=status]:has-text("Waiting")', WAIT);
+    await joinFromLobby(bolek.page, id);
+    await ala.page.waitForSelector('[data-testid=next-ship]', WAIT);
+
+    log('Bolek places at random');
+    await bolek.page.click('[data-testid=random]');
+    await bolek.page.waitForFunction(() => document.querySelectorAll('[data-testid=own-board] .cell.ship').length === 17, null, WAIT);
+    await ala.page.waitForSelector('[data-testid=opponent-state].ready', WAIT);
+
+    log('Ala places by hand: hints, rotate (key and button), pick up and move');
+    await waitNextShip(ala.page, 'Carrier');
+    assert.match(await own(ala.page, 'A1').getAttribute('class'), /hint/);
+    assert.equal(await own(ala.page, 'G1').getAttribute('aria-disabled'), 'true', 'a carrier cannot start on G1 horizontally');
+    assert.match(await own(ala.page, 'A1').getAttribute('aria-label'), /^A1, /);
+    await ala.page.waitForFunction(() => /\d:\d\d/.test(document.querySelector('[data-testid=clock]').textContent), null, WAIT);
+    await own(ala.page, 'A1').click();
+    await waitNextShip(ala.page, 'Battleship');
+    await ala.page.keyboard.press('r');
+    await ala.page.waitForSelector('[data-testid=rotate]:has-text("vertical")', WAIT);
+    assert.equal(await own(ala.page, 'J8').getAttribute('aria-disabled'), 'true', 'a vertical battleship cannot start on J8');
+    await own(ala.page, 'J1').click();
+    await waitNextShip(ala.page, 'Cruiser');
+    if (SCREENSHOTS) {
+      await own(ala.page, 'D6').hover();
+      await ala.page.waitForSelector('[data-testid=own-board] .cell.preview', WAIT);
+      await shoot(ala.page, 'placement');
+    }
+    await ala.page.click('[data-testid=rotate]');
+    await ala.page.waitForSelector('[data-testid=rotate]:has-text("horizontal")', WAIT);
+    await own(ala.page, 'C1').click(); // picks the carrier up again
+    await waitNextShip(ala.page, 'Carrier');
+    await own(ala.page, 'A3').click(); // and puts it down elsewhere
+    await waitNextShip(ala.page, 'Cruiser');
+    assert.doesNotMatch(await own(ala.page, 'A1').getAttribute('class'), /ship/);
+    await own(ala.page, 'A5').click();
+    await waitNextShip(ala.page, 'Submarine');
+    await own(ala.page, 'A7').click();
+    await waitNextShip(ala.page, 'Destroyer');
+    await own(ala.page, 'A9').click();
+    await ala.page.waitForSelector('[data-testid=target-board]', { ...WAIT, state: 'visible' });
+    const alaView = await viewOf(ala.page, id);
+    assert.deepEqual(alaView.fleet.map((ship) => `${ship.placement.cell}${ship.placement.orientation[0]}`), ['A3h', 'J1v', 'A5h', 'A7h', 'A9h']);
+
+    log('battle, watched by a spectator');
+    // From the lobby's live list where the server lists live matches, else by the match's link.
+    await watcher.page.goto(`${BASE}/#/?at=${Date.now()}`);
+    const watch = watcher.page.locator(`[data-testid=live-matches] [data-match="${id}"] a`);
+    try {
+      await watch.waitFor({ timeout: 4000 });
+      await watch.click();
+    } catch {
+      log('this server lists no live matches: the spectator follows the link');
+      await watcher.page.goto(`${BASE}/#/m/${id}`);
+    }
+    await watcher.page.waitForSelector('[data-testid=target-board]', { ...WAIT, state: 'visible' });
+    const bolekView = await viewOf(bolek.page, id);
+    const bolekShips = bolekView.fleet.flatMap((ship) => ship.cells);
+    const alaShips = new Set(alaView.fleet.flatMap((ship) => ship.cells));
+    const bolekTargets = [];
+    for (let row = 10; row >= 1 && bolekTargets.length < 40; row -= 1) {
+      for (const col of 'JIHGFEDCBA') if (!alaShips.has(`${col}${row}`)) bolekTargets.push(`${col}${row}`);
+    }
+    let alaShots = 0;
+    let bolekShots = 0;
+    let reloaded = false;
+    let checkedNotOffered = false;
+    for (;;) {
+      const shooter = await waitForTurn([ala, bolek]);
+      if (!shooter) break;
+      if (shooter === ala) {
+        if (alaShots > 0 && !checkedNotOffered) {
+          const fired = bolekShips[0];
+          assert.equal(await target(ala.page, fired).getAttribute('aria-disabled'), 'true', 'a fired cell is not offered again');
+          checkedNotOffered = true;
+        }
+        const cell = bolekShips[alaShots];
+        await fire(ala.page, cell, { keyboard: alaShots % 3 === 1 });
+        alaShots += 1;
+        if (alaShots === 4 && SCREENSHOTS) await shoot(ala.page, 'battle');
+
+        if (alaShots === bolekShips.length) break;
+      } else {
+        await fire(bolek.page, bolekTargets[bolekShots], { keyboard: bolekShots % 2 === 0 });
+        bolekShots += 1;
+        if (bolekShots === 3 && !reloaded) {
+          log('reload mid-battle');
+          await bolek.page.reload();
+          await bolek.page.waitForSelector('[data-testid=target-board]', { ...WAIT, state: 'visible' });
+          await bolek.page.waitForFunction(() => document.querySelectorAll('[data-testid=target-board] .cell.miss').length === 3, null, WAIT);
+          reloaded = true;
+        }
+      }
+    }
+    assert.ok(reloaded, 'the reload happened');
+
+    log('the end: result, both fleets, commitments verified in the browser');
+    await ala.page.waitForSelector('[data-testid=result]', WAIT);
+    assert.match(await ala.page.textContent('[data-testid=result]'), /You won/);
+    await bolek.page.waitForSelector('[data-testid=result]', WAIT);
+    assert.match(await bolek.page.textContent('[data-testid=result]'), /Przegrałeś/);
+    await watcher.page.waitForSelector(`[data-testid=result]:has-text("${alaName} won")`, WAIT);
+    assert.equal(await watcher.page.locator('.board .cell.sunk').count(), 17, 'the spectator followed every sinking shot');
+    for (const player of [ala, bolek, watcher]) {
+      await player.page.waitForFunction(() => document.querySelectorAll('[data-testid=commitment].ok').length === 2, null, WAIT);
+    }
+    // Bolek's fleet was revealed to nobody before; now Ala's sea shows where Bolek's ships... all sunk; Bolek sees Ala's unfound ships.
+    assert.ok(await bolek.page.locator('[data-testid=target-board] .cell.revealed').count() > 0, 'the loser sees the winner’s fleet opened');
+    if (SCREENSHOTS) await shoot(ala.page, 'end');
+
+    log('replay event by event');
+    await ala.page.click('[data-testid=replay-link]');
+    await ala.page.waitForSelector('[data-testid=replay-position]', WAIT);
+    await ala.page.waitForFunction(() => /(\d+) of \1/.test(document.querySelector('[data-testid=replay-position]').textContent), null, WAIT);
+    const last = await ala.page.textContent('[data-testid=replay-event]');
+    assert.match(last, /won|Ratings/);
+    await ala.page.click('[data-testid=replay-prev]');
+    const before = await ala.page.textContent('[data-testid=replay-event]');
+    assert.notEqual(before, last);
+    await ala.page.click('[data-testid=replay-next]');
+    assert.equal(await ala.page.textContent('[data-testid=replay-event]'), last);
+    await ala.page.locator('[aria-label="First event"]').click();
+    assert.equal(await ala.page.locator('[data-testid=replay-board-0] .cell.ship').count(), 0);
+    let steps = 0;
+    while (!/placed the Carrier at A1,/.test(await ala.page.textContent('[data-testid=replay-event]'))) {
+      assert.ok(steps < 20, 'the replay shows Ala placing her carrier at A1 first');
+      await ala.page.click('[data-testid=replay-next]');
+      steps += 1;
+    }
+    assert.match(await ala.page.textContent('[data-testid=replay-event]'), new RegExp(`^${alaName} placed`));
+    assert.ok(await ala.page.locator('[data-testid=replay-board-0] .cell.ship').count() === 5, 'the carrier stands on the replayed sea');
+    if (SCREENSHOTS) await shoot(ala.page, 'replay');
+
+    log('rematch');
+    await ala.page.goto(`${BASE}/#/m/${id}`);
+    await ala.page.click('[data-testid=rematch]');
+    await bolek.page.waitForSelector('[data-testid=rematch]:has-text("rewanż")', WAIT);
+    await bolek.page.waitForFunction(() => document.querySelector('[data-testid=rematch]').textContent.includes('Przyjmij'), null, WAIT);
+    await bolek.page.click('[data-testid=rematch]');
+    await bolek.page.waitForURL((url) => url.hash.startsWith('#/m/') && !url.hash.includes(id), WAIT);
+    await ala.page.waitForURL((url) => url.hash.startsWith('#/m/') && !url.hash.includes(id), WAIT);
+    assert.equal(matchIdOf(ala.page), matchIdOf(bolek.page));
+    await ala.page.waitForSelector('[data-testid=next-ship]', WAIT);
+    await ala.page.click('[data-testid=resign] , .resign button');
+    await ala.page.click('.resign button.danger');
+    await ala.page.waitForSelector('[data-testid=result]:has-text("You lost")', WAIT);
+
+    log('classic: the marked ring and the extra shot');
+    const classic = await createMatch(ala.page, 'classic');
+    await joinFromLobby(bolek.page, classic);
+    await ala.page.waitForSelector('[data-testid=random]', WAIT);
+    await ala.page.click('[data-testid=random]');
+    await bolek.page.click('[data-testid=random]');
+    const first = await waitForTurn([ala, bolek]);
+    const second = first === ala ? bolek : ala;
+    const victim = await viewOf(second.page, classic);
+    const boat = victim.fleet.find((ship) => ship.length === 1).cells[0];
+    await first.page.waitForSelector('[data-testid=extra-rule]', WAIT);
+    await fire(first.page, boat);
+    await first.page.waitForSelector('[data-testid=status].mine.extra', WAIT);
+    const marked = first.page.locator('[data-testid=target-board] .cell.marked');
+    await marked.first().waitFor(WAIT);
+    assert.ok(await marked.count() >= 3, 'the ring around the sunk boat is marked');
+    for (const cell of await marked.evaluateAll((els) => els.map((el) => el.dataset.cell))) {
+      assert.equal(await target(first.page, cell).getAttribute('aria-disabled'), 'true', `marked ${cell} is not offered`);
+    }
+    if (SCREENSHOTS) await shoot(first.page, 'classic-extra-shot');
+    await first.page.click('.resign button');
+    await first.page.click('.resign button.danger');
+    await first.page.waitForSelector('[data-testid=result]', WAIT);
+
+    log('battaglia: a sunk ship is named');
+    const italian = await createMatch(ala.page, 'battaglia');
+    await joinFromLobby(bolek.page, italian);
+    await ala.page.waitForSelector('[data-testid=random]', WAIT);
+    await ala.page.click('[data-testid=random]');
+    await bolek.page.click('[data-testid=random]');
+    const opener = await waitForTurn([ala, bolek]);
+    const defender = opener === ala ? bolek : ala;
+    const boatCell = (await viewOf(defender.page, italian)).fleet.find((ship) => ship.length === 1).cells[0];
+    await fire(opener.page, boatCell);
+    assert.match(await target(opener.page, boatCell).getAttribute('aria-label'), new RegExp(`^${boatCell}, .*Motovedetta`));
+    await opener.page.waitForSelector('[data-testid=announce]:has-text("Motovedetta")', WAIT);
+    await opener.page.click('.resign button');
+    await opener.page.click('.resign button.danger');
+    await opener.page.waitForSelector('[data-testid=result]', WAIT);
+
+    log('lobby: an open match with a house option, and the ranked queue pairing two players');
+    await bolek.page.goto(`${BASE}/#/`);
+    await bolek.page.waitForSelector('[data-testid=create-match]', WAIT);
+    await bolek.page.selectOption('#create-ruleset', 'battaglia');
+    await bolek.page.check('#create-extra');
+    await bolek.page.click('[data-testid=create-match] button[type=submit]');
+    await bolek.page.waitForURL(/#\/m\//, WAIT);
+    const battaglia = matchIdOf(bolek.page);
+    await ala.page.goto(`${BASE}/#/?at=${Date.now()}`);
+    const openRow = ala.page.locator(`[data-testid=open-matches] [data-match="${battaglia}"]`);
+    await openRow.waitFor(WAIT);
+    assert.match(await openRow.textContent(), /Hit = shoot again/);
+    await ala.page.selectOption('#queue-ruleset', 'statki');
+    await ala.page.click('[data-testid=queue] button[type=submit]');
+    await ala.page.waitForSelector('[data-testid=searching]', WAIT);
+    await ala.page.waitForSelector('[data-testid=my-matches] .row', WAIT);
+    if (SCREENSHOTS) await shoot(ala.page, 'lobby');
+    await bolek.page.click('[data-testid=withdraw]');
+    await bolek.page.waitForSelector('[data-testid=result]', WAIT);
+    await bolek.page.goto(`${BASE}/#/?at=${Date.now()}`);
+    await bolek.page.waitForSelector('#queue-ruleset', WAIT);
+    await bolek.page.selectOption('#queue-ruleset', 'statki');
+    await bolek.page.click('[data-testid=queue] button[type=submit]');
+    await bolek.page.waitForURL(/#\/m\//, WAIT);
+    await ala.page.waitForURL(/#\/m\//, WAIT);
+    assert.equal(matchIdOf(ala.page), matchIdOf(bolek.page), 'the queue paired the two players');
+    await ala.page.waitForSelector('.badge.ranked', WAIT);
+    await ala.page.waitForSelector('[data-testid=next-ship]', WAIT);
+    await ala.page.click('.resign button');
+    await ala.page.click('.resign button.danger');
+    await ala.page.waitForSelector('[data-testid=result]', WAIT);
+
+    log('ladder and profile');
+    await bolek.page.goto(`${BASE}/#/ladder/statki`);
+    const ladderRow = bolek.page.locator(`[data-testid=ladder] tr:has-text("${alaName}")`);
+    await ladderRow.waitFor(WAIT);
+
+    log('a challenge from the ladder arrives live');
+    await ladderRow.locator('a.button').click();
+    await bolek.page.waitForSelector('[data-testid=create-match]', WAIT);
+    await bolek.page.click('[data-testid=create-match] button[type=submit]');
+    await bolek.page.waitForURL(/#\/m\//, WAIT);
+    const challenge = matchIdOf(bolek.page);
+    const toast = ala.page.locator('.toast', { hasText: 'challenges you' });
+    await toast.waitFor(WAIT);
+    await toast.locator('button.link').click();
+    await ala.page.waitForURL(new RegExp(`#/m/${challenge}`), WAIT);
+    await ala.page.click('[data-testid=controls] button:has-text("Join")');
+    await ala.page.waitForSelector('[data-testid=next-ship]', WAIT);
+    await bolek.page.waitForSelector('[data-testid=next-ship]', WAIT);
+    await bolek.page.click('.resign button');
+    await bolek.page.click('.resign button.danger');
+    await ala.page.waitForSelector('[data-testid=result]:has-text("You won")', WAIT);
+    await ala.page.goto(`${BASE}/#/p/${alaView.you}`);
+    await ala.page.waitForSelector('.history tbody tr', WAIT);
+
+    log('log out');
+    await ala.page.click('.account button');
+    await ala.page.waitForSelector('#register-name', WAIT);
+    await ala.page.reload();
+    await ala.page.waitForSelector('#register-name', WAIT);
+
+    log('bots, where the server has them');
+    await bolek.page.goto(`${BASE}/#/?at=${Date.now()}`);
+    await bolek.page.waitForSelector('[data-testid=create-match]', WAIT);
+    const botRow = bolek.page.locator('[data-testid=bots] .row').first();
+    try {
+      await botRow.waitFor({ timeout: 3000 });
+    } catch {
+      log('this server has no bots: skipped');
+    }
+    if (await botRow.count()) {
+      await botRow.locator('button').click();
+      await bolek.page.waitForURL(/#\/m\//, WAIT);
+      await bolek.page.waitForSelector('[data-testid=random]', WAIT);
+      await bolek.page.click('[data-testid=random]');
+      await bolek.page.waitForSelector('[data-testid=target-board]', { ...WAIT, state: 'visible' });
+      const botSeat = await waitForTurn([bolek]);
+      assert.equal(botSeat, bolek);
+      const shotsBefore = (await viewOf(bolek.page, matchIdOf(bolek.page))).incoming.length;
+      await fire(bolek.page, 'E5');
+      // Whatever E5 found, the bot answers on its turn and the turn comes back.
+      await bolek.page.waitForFunction((before) => document.querySelectorAll('[data-testid=own-board] .cell.miss, [data-testid=own-board] .cell.hit, [data-testid=own-board] .cell.sunk-own').length > before, shotsBefore, WAIT);
+      await bolek.page.click('.resign button');
+      await bolek.page.click('.resign button.danger');
+      await bolek.page.waitForSelector('[data-testid=result]', WAIT);
+    }
+
+    if (await ala.page.locator('#login-name').count()) {
+      log('log in with name and password; a wrong password is refused readably');
+      await watcher.page.click('.account button');
+      await watcher.page.fill('#login-name', celinaName);
+      await watcher.page.fill('#login-password', 'not-the-password');
+      await watcher.page.click('[data-testid=login] button[type=submit]');
+      const loginRefusal = watcher.page.locator('[data-testid=auth-error]');
+      await loginRefusal.filter({ hasText: /\w/ }).waitFor(WAIT);
+      assert.ok(!/^\{|urn:|\b401\b/.test(await loginRefusal.textContent()), 'refusal shown raw');
+      await watcher.page.fill('#login-password', celinaPassword);
+      await watcher.page.click('[data-testid=login] button[type=submit]');
+      await watcher.page.waitForSelector('[data-testid=me]', WAIT);
+      assert.equal(await watcher.page.textContent('[data-testid=me]'), celinaName);
+
+      log('revoke every other session from the profile; this browser keeps a new token');
+      const oldToken = await watcher.page.evaluate(() => JSON.parse(localStorage.getItem('statki.session')).token);
+      await watcher.page.click('#nav a[href^="#/p/"]');
+      await watcher.page.waitForSelector('[data-testid=account] h2:has-text("Change your password")', WAIT);
+      await watcher.page.click('[data-testid=account] .revoke button');
+      await watcher.page.waitForSelector('.toast:has-text("Every other session has ended")', WAIT);
+      const status = await watcher.page.evaluate(async (token) => (await fetch('/v1/me', { headers: { authorization: `Bearer ${token}` } })).status, oldToken);
+      assert.equal(status, 401, 'the old token is revoked');
+      await watcher.page.reload();
+      await watcher.page.waitForSelector('[data-testid=account]', WAIT);
+      assert.equal(await watcher.page.textContent('[data-testid=me]'), celinaName);
+    } else {
+      log('this server has no log-in: skipped');
+    }
+
+    assert.deepEqual(errors, [], 'no console errors');
+    log('all passed');
+  } finally {
+    await browser.close();
+  }
+}
+
+main().catch((error) => {
+  console.error(error);
+  if (errors.length) console.error('console errors:', errors);
+  process.exit(1);
+});

@@ -1,0 +1,92 @@
+// One 10×10 sea as a group of buttons. Each cell's accessible name is its coordinate and
+// state ("B7, hit"); arrow keys move between cells (one tab stop per sea), Enter or Space
+// fires or places. Cells that are not offered are aria-disabled and do nothing.
+
+import { h } from './dom.js';
+import { ALL_CELLS, COLUMNS, SIZE, cellName, parseCell } from './cells.js';
+
+export class Board {
+  /**
+   * @param {object} options
+   * @param {string} options.label     the sea's accessible name
+   * @param {string} [options.owner]   'me' or 'them': whose colours the ships take
+   * @param {(cell: string) => void} [options.onActivate]
+   * @param {(cell: string|null) => void} [options.onHover]
+   */
+  constructor({ label, owner = 'me', onActivate, onHover, testId }) {
+    this.onActivate = onActivate || (() => {});
+    this.onHover = onHover || (() => {});
+    this.buttons = new Map();
+    this.focusCell = 'A1';
+    const grid = h('div', { class: `board owner-${owner}`, role: 'group', 'aria-label': label, 'data-testid': testId });
+    grid.append(h('span', { class: 'corner', 'aria-hidden': 'true' }));
+    for (const letter of COLUMNS) grid.append(h('span', { class: 'axis', 'aria-hidden': 'true' }, letter));
+    for (let row = 0; row < SIZE; row += 1) {
+      grid.append(h('span', { class: 'axis', 'aria-hidden': 'true' }, String(row + 1)));
+      for (let col = 0; col < SIZE; col += 1) {
+        const name = cellName(col, row);
+        const button = h('button', {
+          type: 'button',
+          class: 'cell',
+          tabindex: name === this.focusCell ? '0' : '-1',
+          'data-cell': name,
+          onclick: () => this.activate(name),
+          onmouseenter: () => this.onHover(name),
+          onfocus: () => { this.setFocus(name, false); this.onHover(name); },
+          onkeydown: (event) => this.key(event, name),
+        });
+        this.buttons.set(name, button);
+        grid.append(button);
+      }
+    }
+    grid.addEventListener('mouseleave', () => this.onHover(null));
+    this.el = grid;
+  }
+
+  activate(name) {
+    const button = this.buttons.get(name);
+    if (button.getAttribute('aria-disabled') === 'true') return;
+    this.onActivate(name);
+  }
+
+  setFocus(name, move = true) {
+    const previous = this.buttons.get(this.focusCell);
+    if (previous) previous.tabIndex = -1;
+    this.focusCell = name;
+    const button = this.buttons.get(name);
+    button.tabIndex = 0;
+    if (move) button.focus();
+  }
+
+  key(event, name) {
+    const { col, row } = parseCell(name);
+    const moves = {
+      ArrowLeft: [-1, 0], ArrowRight: [1, 0], ArrowUp: [0, -1], ArrowDown: [0, 1],
+      Home: [-col, 0], End: [SIZE - 1 - col, 0],
+    };
+    const move = moves[event.key];
+    if (!move) return;
+    event.preventDefault();
+    const c = Math.min(SIZE - 1, Math.max(0, col + move[0]));
+    const r = Math.min(SIZE - 1, Math.max(0, row + move[1]));
+    this.setFocus(cellName(c, r));
+  }
+
+  /** Redraws every cell from `describe(cell) → {kind, label, offered, mark}`. */
+  update(describe) {
+    for (const name of ALL_CELLS) {
+      const { kind, label, offered = false, extra = '' } = describe(name);
+      const button = this.buttons.get(name);
+      const className = `cell ${kind}${extra ? ` ${extra}` : ''}`;
+      if (button.className !== className) button.className = className;
+      const accessible = `${name}, ${label}`;
+      if (button.getAttribute('aria-label') !== accessible) button.setAttribute('aria-label', accessible);
+      const disabled = offered ? 'false' : 'true';
+      if (button.getAttribute('aria-disabled') !== disabled) button.setAttribute('aria-disabled', disabled);
+    }
+  }
+
+  set interactive(on) {
+    this.el.classList.toggle('interactive', on);
+  }
+}

@@ -1,0 +1,77 @@
+// Cells as the API writes them (A1…J10: column letter, then row number), ships as the
+// cells they cover, and a random legal fleet for "place at random".
+
+export const SIZE = 10;
+export const COLUMNS = 'ABCDEFGHIJ';
+
+export function cellName(col, row) {
+  return `${COLUMNS[col]}${row + 1}`;
+}
+
+export function parseCell(name) {
+  const col = COLUMNS.indexOf(name[0].toUpperCase());
+  const row = Number(name.slice(1)) - 1;
+  return { col, row };
+}
+
+export const ALL_CELLS = Array.from({ length: SIZE * SIZE }, (_, i) => cellName(i % SIZE, Math.floor(i / SIZE)));
+
+/** The cells a ship of `length` covers from bow `cell` in `orientation`, or null when off the board. */
+export function shipCells(cell, orientation, length) {
+  const { col, row } = parseCell(cell);
+  const cells = [];
+  for (let i = 0; i < length; i += 1) {
+    const c = orientation === 'horizontal' ? col + i : col;
+    const r = orientation === 'horizontal' ? row : row + i;
+    if (c >= SIZE || r >= SIZE) return null;
+    cells.push(cellName(c, r));
+  }
+  return cells;
+}
+
+/** The cells around `cells` (diagonals included), without `cells` themselves. */
+export function ring(cells) {
+  const inside = new Set(cells);
+  const around = new Set();
+  for (const name of cells) {
+    const { col, row } = parseCell(name);
+    for (let dc = -1; dc <= 1; dc += 1) {
+      for (let dr = -1; dr <= 1; dr += 1) {
+        const c = col + dc;
+        const r = row + dr;
+        if (c < 0 || r < 0 || c >= SIZE || r >= SIZE) continue;
+        const neighbour = cellName(c, r);
+        if (!inside.has(neighbour)) around.add(neighbour);
+      }
+    }
+  }
+  return around;
+}
+
+/**
+ * A random legal fleet for ship `lengths` in order: [{cell, orientation}…]. Ships never
+ * overlap; unless `mayTouch`, no two touch, diagonals included. The server still checks it.
+ */
+export function randomFleet(lengths, mayTouch, random = Math.random) {
+  for (let attempt = 0; attempt < 200; attempt += 1) {
+    const taken = new Set();
+    const blocked = new Set();
+    const fleet = [];
+    for (const length of lengths) {
+      const options = [];
+      for (const orientation of ['horizontal', 'vertical']) {
+        for (const cell of ALL_CELLS) {
+          const cells = shipCells(cell, orientation, length);
+          if (cells && cells.every((c) => !taken.has(c) && !blocked.has(c))) options.push({ cell, orientation, cells });
+        }
+      }
+      if (!options.length) break;
+      const pick = options[Math.floor(random() * options.length)];
+      pick.cells.forEach((c) => taken.add(c));
+      if (!mayTouch) ring(pick.cells).forEach((c) => blocked.add(c));
+      fleet.push({ cell: pick.cell, orientation: pick.orientation });
+    }
+    if (fleet.length === lengths.length) return fleet;
+  }
+  return null;
+}

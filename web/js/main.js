@@ -1,0 +1,225 @@
+// The application shell: session, hash routes, the player's own live feed (challenges,
+// pairings, rematch offers), toasts, language switch, and which optional API features
+// this server offers (read from its OpenAPI document, so absent ones are hidden).
+
+import { Api, saveSession } from './api.js';
+import { h, mount } from './dom.js';
+import { currentLanguage, languages, setLanguage, t } from './i18n.js';
+import { follow } from './sse.js';
+import { nameOf, remember, rememberNames, useApi } from './names.js';
+import * as auth from './views/auth.js';
+import * as lobby from './views/lobby.js';
+import * as matchView from './views/match.js';
+import * as replay from './views/replay.js';
+import * as ladder from './views/ladder.js';
+import * as profile from './views/profile.js';
+
+const FRESH_NOTICE_MS = 10 * 60 * 1000;
+
+class App {
+  constructor() {
+    this.api = new Api({ onUnauthorized: () => this.signOut(t('auth.expired')) });
+    useApi(this.api);
+    this.main = document.getElementById('main');
+    this.features = { sessions: false, password: false, bots: false, live: true };
+    this.noticeListeners = new Set();
+    this.cleanup = null;
+    this.feed = null;
+    this.rulesetsPromise = null;
+  }
+
+  async start() {
+    document.documentElement.lang = currentLanguage();
+    await this.detectFeatures();
+    window.addEventListener('hashchange', () => this.route());
+    if (this.api.session) {
+      this.startFeed();
+      // Tokens last 30 days: a visit renews the kept one where the server offers it.
+      if (this.features.sessions) this.api.freshToken().then((fresh) => this.replaceToken(fresh)).catch(() => {});
+    }
+    this.route();
+  }
+
+  async detectFeatures() {
+    try {
+      const response = await fetch('/openapi.yaml');
+      const text = response.ok ? await response.text() : '';
+      this.features.sessions = text.includes('/v1/sessions:');
+      this.features.password = text.includes('/v1/me/password:');
+      this.features.bots = text.includes('/v1/bots:');
+    } catch {
+      // Without the document the optional controls stay hidden.
+    }
+  }
+
+  rulesets() {
+    if (!this.rulesetsPromise) {
+      this.rulesetsPromise = this.api.rulesets().then((answer) => answer.rulesets)
+        .catch((error) => { this.rulesetsPromise = null; throw error; });
+    }
+    return this.rulesetsPromise;
+  }
+
+  get me() {
+    return this.api.session;
+  }
+
+  signIn(session) {
+    this.api.session = session;
+    saveSession(session);
+    remember(session.id, session.name);
+    this.startFeed();
+    this.navigate('#/');
+    this.route();
+  }
+
+  /** Keeps a new token for the same player (a renewal, or after revoking the others). */
+  replaceToken(session) {
+    if (!session || !session.token || !this.me || session.id !== this.me.id) return;
+    this.api.session = { ...this.me, token: session.token };
+    saveSession(this.api.session);
+  }
+
+  signOut(message) {
+    this.stopFeed();
+    this.api.session = null;
+    saveSession(null);
+    if (message) this.toast(message, { kind: 'error' });
+    this.navigate('#/');
+    this.route();
+  }
+
+  navigate(hash) {
+    if (location.hash !== hash) location.hash = hash;
+  }
+
+  // --- the player's own feed ---
+  feedKey() {
+    return `statki.feed.${this.me.id}`;
+  }
+
+  startFeed() {
+    this.stopFeed();
+    this.feed = follow('/v1/stream', {
+      token: () => this.api.token,
+      lastEventId: localStorage.getItem(this.feedKey()),
+      onEvent: ({ id, data }) => {
+        if (id !== null && this.me) localStorage.setItem(this.feedKey(), id);
+        this.notice(data);
+      },
+    });
+  }
+
+  stopFeed() {
+    if (this.feed) this.feed.close();
+    this.feed = null;
+  }
+
+  notice(notice) {
+    rememberNames(notice);
+    for (const listener of this.noticeListeners) listener(notice);
+    const fresh = Date.now() - Date.parse(notice.at) < FRESH_NOTICE_MS;
+    if (!fresh) return;
+    // The match page in front already shows what happens in its own match.
+    const here = location.hash.startsWith(`#/m/${notice.match_id}`);
+    if (here && notice.kind !== 'rematch_started') return;
+    const open = (id) => () => this.navigate(`#/m/${id}`);
+    switch (notice.kind) {
+      case 'challenge':
+        this.toastWithPlayer('notice.challenge', notice.from, {
+          ruleset: notice.ruleset,
+          actions: [[t('notice.see'), open(notice.match_id)]],
+        });
+        break;
+      case 'rematch_offered':
+        this.toastWithPlayer('notice.rematch', notice.from, {
+          actions: [[t('notice.see'), open(notice.match_id)]],
+        });
+        break;
+      case 'paired':
+      case 'rematch_started':
+        this.toast(t(`notice.${notice.kind}`));
+        this.navigate(`#/m/${notice.match_id}`);
+        break;
+      case 'opponent_joined':
+        this.toast(t('notice.opponent_joined'), { actions: [[t('notice.see'), open(notice.match_id)]] });
+        break;
+      default:
+        break;
+    }
+  }
+
+  onNotice(listener) {
+    this.noticeListeners.add(listener);
+    return () => this.noticeListeners.delete(listener);
+  }
+
+  toastWithPlayer(key, playerId, { ruleset, actions }) {
+    nameOf(playerId).then((name) => {
+      this.toast(t(key, { name, ruleset: ruleset || '' }), { actions });
+    });
+  }
+
+  // --- messages ---
+  toast(message, { kind = 'info', actions = [], timeout = 8000 } = {}) {
+    const box = document.getElementById('toasts');
+    const close = () => item.remove();
+    const item = h('div', { class: `toast ${kind}`, role: kind === 'error' ? 'alert' : 'status' },
+      h('span', {}, message),
+      actions.map(([label, run]) => h('button', { type: 'button', class: 'link', onclick: () => { run(); close(); } }, label)),
+      h('button', { type: 'button', class: 'close', 'aria-label': t('close'), onclick: close }, '×'));
+    box.append(item);
+    if (timeout) setTimeout(close, timeout);
+  }
+
+  /** Shows a refusal: the problem's `detail`, never a raw error. */
+  error(error) {
+    this.toast(error && error.message ? error.message : t('error.network'), { kind: 'error' });
+  }
+
+  // --- routing ---
+  route() {
+    if (this.cleanup) this.cleanup();
+    this.cleanup = null;
+    this.renderChrome();
+    const path = location.hash.replace(/^#/, '') || '/';
+    const parts = path.split('?')[0].split('/').filter(Boolean);
+    const query = new URLSearchParams(path.split('?')[1] || '');
+    if (!this.me) {
+      this.cleanup = auth.render(this, this.main);
+      return;
+    }
+    let view;
+    if (parts[0] === 'm' && parts[1] && parts[2] === 'replay') view = () => replay.render(this, this.main, parts[1]);
+    else if (parts[0] === 'm' && parts[1]) view = () => matchView.render(this, this.main, parts[1]);
+    else if (parts[0] === 'ladder') view = () => ladder.render(this, this.main, parts[1] || 'statki');
+    else if (parts[0] === 'p' && parts[1]) view = () => profile.render(this, this.main, parts[1]);
+    else view = () => lobby.render(this, this.main, query);
+    this.cleanup = view() || null;
+    this.main.focus({ preventScroll: true });
+  }
+
+  renderChrome() {
+    const nav = document.getElementById('nav');
+    const account = document.getElementById('account');
+    const here = location.hash || '#/';
+    const link = (href, label, active) => h('a', { href, 'aria-current': active ? 'page' : null }, label);
+    mount(nav, this.me ? [
+      link('#/', t('nav.lobby'), here === '#/' || here.startsWith('#/?')),
+      link('#/ladder/statki', t('nav.ladder'), here.startsWith('#/ladder')),
+      link(`#/p/${this.me.id}`, t('nav.profile'), here === `#/p/${this.me.id}`),
+    ] : []);
+    const switcher = h('select', {
+      class: 'language', 'aria-label': t('language'),
+      onchange: (event) => { setLanguage(event.target.value); document.documentElement.lang = event.target.value; this.route(); },
+    }, languages.map(([code, label]) => h('option', { value: code, selected: code === currentLanguage() }, label)));
+    mount(account,
+      switcher,
+      this.me ? [
+        h('span', { class: 'me', 'data-testid': 'me' }, this.me.name),
+        h('button', { type: 'button', class: 'secondary small', onclick: () => this.signOut() }, t('auth.logout')),
+      ] : []);
+  }
+}
+
+new App().start();

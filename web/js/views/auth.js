@@ -1,0 +1,53 @@
+// Signing in: register a name (with an optional password where the server keeps
+// accounts) or log in with name and password. The session is kept in localStorage.
+
+import { h, mount } from '../dom.js';
+import { t } from '../i18n.js';
+
+export function render(app, main) {
+  const message = h('p', { class: 'form-error', role: 'alert', 'data-testid': 'auth-error' });
+  const busy = (form, on) => form.querySelectorAll('button, input').forEach((el) => { el.disabled = on; });
+
+  async function submit(event, action) {
+    event.preventDefault();
+    const form = event.target;
+    const data = new FormData(form);
+    message.textContent = '';
+    busy(form, true);
+    try {
+      const answer = await action(String(data.get('name') || '').trim(), String(data.get('password') || ''));
+      app.signIn({ id: answer.id, name: answer.name, token: answer.token });
+    } catch (error) {
+      message.textContent = error.message;
+      busy(form, false);
+    }
+  }
+
+  const passwordField = (id, required) => h('label', { for: id }, t(required ? 'auth.password' : 'auth.password_optional'),
+    h('input', { id, name: 'password', type: 'password', autocomplete: required ? 'current-password' : 'new-password', minlength: required ? null : 8, maxlength: 128, required, 'aria-describedby': required ? null : `${id}-help` }),
+    required ? null : h('span', { id: `${id}-help`, class: 'field-help' }, t('auth.password_help')));
+
+  const register = h('form', { class: 'panel', 'data-testid': 'register', onsubmit: (event) => submit(event, (name, password) => app.api.register(name, password)) },
+    h('h2', {}, t('auth.register')),
+    h('label', { for: 'register-name' }, t('auth.name'),
+      h('input', { id: 'register-name', name: 'name', autocomplete: 'username', required: true, maxlength: 32 })),
+    app.features.password ? passwordField('register-password', false) : null,
+    h('button', { type: 'submit' }, t('auth.register_button')));
+
+  const login = app.features.sessions
+    ? h('form', { class: 'panel', 'data-testid': 'login', onsubmit: (event) => submit(event, (name, password) => app.api.login(name, password)) },
+      h('h2', {}, t('auth.login')),
+      h('label', { for: 'login-name' }, t('auth.name'),
+        h('input', { id: 'login-name', name: 'name', autocomplete: 'username', required: true })),
+      passwordField('login-password', true),
+      h('button', { type: 'submit' }, t('auth.login_button')))
+    : null;
+
+  mount(main,
+    h('section', { class: 'hero' },
+      h('h1', {}, t('app.title')),
+      h('p', { class: 'lead' }, t('app.tagline'))),
+    message,
+    h('div', { class: 'columns' }, register, login));
+  return null;
+}

@@ -1,0 +1,267 @@
+// The lobby: create a match (or challenge a player), the ranked queue, open matches to
+// join, live matches to watch, bots to play where the server has them, and the
+// player's own unfinished matches.
+
+import { h, mount } from '../dom.js';
+import { t, rulesetTitle } from '../i18n.js';
+import { playerLink, rememberNames } from '../names.js';
+
+const REFRESH_MS = 5000;
+const QUEUE_POLL_MS = 2000;
+
+export function render(app, main, query) {
+  const opponent = query.get('opponent');
+  const timers = [];
+  let alive = true;
+
+  const openList = h('div', { class: 'list', 'data-testid': 'open-matches', 'aria-live': 'polite' });
+  const liveList = h('div', { class: 'list', 'data-testid': 'live-matches' });
+  const mineList = h('div', { class: 'list', 'data-testid': 'my-matches' });
+  const queueBox = h('div', { class: 'queue', 'data-testid': 'queue' });
+  const createBox = h('div');
+  const botsSection = h('section', { class: 'panel', hidden: true, 'data-testid': 'bots' });
+  // Shown once the server answers the live list (older servers only list open matches).
+  const liveSection = h('section', { class: 'panel', hidden: true }, h('h2', {}, t('lobby.live')), liveList);
+
+  mount(main,
+    h('h1', { class: 'visually-hidden' }, t('nav.lobby')),
+    h('div', { class: 'lobby' },
+      h('section', { class: 'panel' }, h('h2', {}, opponent ? t('lobby.challenge') : t('lobby.create')), createBox),
+      h('section', { class: 'panel' }, h('h2', {}, t('lobby.queue')), queueBox),
+      h('section', { class: 'panel' }, h('h2', {}, t('lobby.open')), openList),
+      h('section', { class: 'panel' }, h('h2', {}, t('lobby.mine')), mineList),
+      liveSection,
+      botsSection));
+
+  app.rulesets().then((rulesets) => {
+    if (!alive) return;
+    mount(createBox, createForm(app, rulesets, opponent));
+    renderQueue(rulesets);
+  }).catch((error) => mount(createBox, h('p', { class: 'form-error' }, error.message)));
+
+  // --- lists ---
+  function matchRow(match, action, detail) {
+    rememberNames(match);
+    return h('div', { class: 'row', 'data-match': match.id },
+    h('div', { class: 'row-main' },
+      h('div', { class: 'who' }, match.players.map((id, i) => [i ? ' – ' : '', playerLink(id)])),
+      h('div', { class: 'row-badges' },
+        h('span', { class: 'badge ruleset' }, rulesetTitle(match.ruleset)),
+        match.ranked ? h('span', { class: 'badge ranked' }, t('match.ranked')) : null,
+        match.rules && match.rules.options && match.rules.options.extra_shot_on_hit ? h('span', { class: 'badge' }, t('option.extra_shot')) : null,
+        match.phase === 'waiting' && match.invited && match.invited === app.me.id ? h('span', { class: 'badge invite' }, t('lobby.for_you')) : null,
+        detail ? h('span', { class: 'muted small-text' }, detail) : null)),
+    action);
+  }
+
+  /** How a match stands for the signed-in player: its phase, or the result. */
+  function standing(match) {
+    if (match.phase !== 'finished' || !match.result) return t(`phase.${match.phase}`);
+    if (!match.result.winner) return t('profile.draw');
+    return match.result.winner === app.me.id ? t('profile.win') : t('profile.loss');
+  }
+
+  async function refreshOpen() {
+    try {
+      const answer = await app.api.openMatches();
+      const matches = Array.isArray(answer) ? answer : answer.matches || [];
+      if (!alive) return;
+      const rows = matches.map((match) => matchRow(match, match.players.includes(app.me.id)
+        ? h('a', { class: 'button secondary', href: `#/m/${match.id}` }, t('lobby.yours'))
+        : h('button', { type: 'button', onclick: () => join(match.id) }, t('lobby.join'))));
+      mount(openList, rows.length ? rows : h('p', { class: 'empty' }, t('lobby.none_open')));
+    } catch (error) {
+      mount(openList, h('p', { class: 'form-error' }, error.message));
+    }
+  }
+
+  async function refreshLive() {
+    if (!app.features.live) return;
+    try {
+      const answer = await app.api.liveMatches();
+      const matches = Array.isArray(answer) ? answer : answer.matches || [];
+      if (!alive) return;
+      liveSection.hidden = false;
+      const rows = matches.map((match) => matchRow(match, h('a', { class: 'button secondary', href: `#/m/${match.id}` },
+        match.players.includes(app.me.id) ? t('lobby.resume') : t('lobby.watch'))));
+      mount(liveList, rows.length ? rows : h('p', { class: 'empty' }, t('lobby.none_live')));
+    } catch {
+      // This server does not list live matches: hide the section rather than show an error.
+      app.features.live = false;
+      liveSection.hidden = true;
+    }
+  }
+
+  async function refreshMine() {
+    try {
+      const answer = await app.api.playerMatches(app.me.id);
+      const matches = (Array.isArray(answer) ? answer : answer.matches || []).slice(0, 8);
+      if (!alive) return;
+      const rows = matches.map((match) => matchRow(match, h('a', { class: 'button secondary', href: `#/m/${match.id}` },
+        ['finished', 'cancelled'].includes(match.phase) ? t('lobby.view') : t('lobby.resume')), standing(match)));
+      mount(mineList, rows.length ? rows : h('p', { class: 'empty' }, t('lobby.none_mine')));
+    } catch (error) {
+      mount(mineList, h('p', { class: 'form-error' }, error.message));
+    }
+  }
+
+  async function join(id) {
+    try {
+      await app.api.join(id);
+      app.navigate(`#/m/${id}`);
+    } catch (error) {
+      app.error(error);
+      refreshOpen();
+    }
+  }
+
+  // --- bots ---
+  async function showBots() {
+    if (!app.features.bots) return;
+    try {
+      const [bots, rulesets] = await Promise.all([app.api.bots(), app.rulesets()]);
+      if (!alive || !bots.length) return;
+      const select = h('select', { 'aria-label': t('create.ruleset') },
+        rulesets.map((ruleset) => h('option', { value: ruleset.id }, rulesetTitle(ruleset.id))));
+      mount(botsSection, h('h2', {}, t('lobby.bots')),
+        h('label', {}, t('create.ruleset'), select),
+        h('div', { class: 'list' }, bots.map((bot) => h('div', { class: 'row' },
+          h('div', { class: 'row-main' },
+            h('div', {}, h('strong', {}, bot.name), h('span', { class: 'badge' }, t(`bot.${bot.level}`))),
+            h('div', { class: 'muted small-text' }, bot.description)),
+          h('button', { type: 'button', onclick: async () => {
+            try {
+              const match = await app.api.createMatch({ ruleset: select.value, ranked: false, opponent: bot.id });
+              app.navigate(`#/m/${match.id}`);
+            } catch (error) { app.error(error); }
+          } }, t('lobby.play'))))));
+      botsSection.hidden = false;
+    } catch {
+      botsSection.hidden = true;
+    }
+  }
+
+  // --- ranked queue ---
+  let queueTimer = null;
+  function renderQueue(rulesets) {
+    const select = h('select', { id: 'queue-ruleset', name: 'ruleset' },
+      rulesets.map((ruleset) => h('option', { value: ruleset.id }, rulesetTitle(ruleset.id))));
+    async function poll() {
+      clearTimeout(queueTimer);
+      if (!alive) return;
+      try {
+        const state = await app.api.queue();
+        if (!alive) return;
+        if (state.status === 'queued') {
+          mount(queueBox, h('div', { class: 'searching', role: 'status', 'data-testid': 'searching' },
+            h('span', { class: 'spinner', 'aria-hidden': 'true' }),
+            h('span', {}, t('queue.searching', { ruleset: rulesetTitle(state.ruleset) })),
+            h('span', { class: 'muted' }, t('queue.window', { window: Math.round(state.window), waiting: state.waiting }))),
+          h('button', { type: 'button', class: 'secondary', onclick: leave }, t('queue.leave')));
+          queueTimer = setTimeout(poll, QUEUE_POLL_MS);
+        } else if (state.status === 'paired' && state.match_id) {
+          mount(queueBox, h('p', {}, t('queue.paired')), h('a', { class: 'button', href: `#/m/${state.match_id}` }, t('lobby.resume')),
+            idleForm());
+        } else {
+          mount(queueBox, idleForm());
+        }
+      } catch (error) {
+        mount(queueBox, h('p', { class: 'form-error' }, error.message), idleForm());
+      }
+    }
+    function idleForm() {
+      return h('form', { class: 'inline', onsubmit: async (event) => {
+        event.preventDefault();
+        try {
+          const state = await app.api.joinQueue(select.value);
+          if (state.status === 'paired' && state.match_id) app.navigate(`#/m/${state.match_id}`);
+          else poll();
+        } catch (error) { app.error(error); }
+      } }, h('label', { for: 'queue-ruleset' }, t('create.ruleset')), select, h('button', { type: 'submit' }, t('queue.join')));
+    }
+    async function leave() {
+      try { await app.api.leaveQueue(); } catch (error) { app.error(error); }
+      poll();
+    }
+    poll();
+  }
+
+  refreshOpen();
+  refreshLive();
+  refreshMine();
+  showBots();
+  timers.push(setInterval(() => { refreshOpen(); refreshLive(); }, REFRESH_MS));
+  const unsubscribe = app.onNotice(() => { refreshOpen(); refreshMine(); });
+  return () => {
+    alive = false;
+    timers.forEach(clearInterval);
+    clearTimeout(queueTimer);
+    unsubscribe();
+  };
+}
+
+/** The new-match form: preset, ranked, the preset's house option and a custom clock when unranked. */
+function createForm(app, rulesets, opponent) {
+  const byId = new Map(rulesets.map((ruleset) => [ruleset.id, ruleset]));
+  const defaults = rulesets.find((ruleset) => ruleset.default) || rulesets[0];
+  const ruleset = h('select', { id: 'create-ruleset', name: 'ruleset' },
+    rulesets.map((r) => h('option', { value: r.id, selected: r === defaults }, rulesetTitle(r.id))));
+  const ranked = h('input', { id: 'create-ranked', type: 'checkbox', name: 'ranked' });
+  const extraShot = h('input', { id: 'create-extra', type: 'checkbox', name: 'extra_shot_on_hit' });
+  const extraRow = h('label', { class: 'check', for: 'create-extra' }, extraShot, t('option.extra_shot_long'));
+  const customClock = h('input', { id: 'create-clock', type: 'checkbox', name: 'custom_clock' });
+  const placement = h('input', { id: 'create-placement', type: 'number', min: 5, max: 600, step: 1, name: 'placement_seconds' });
+  const shot = h('input', { id: 'create-shot', type: 'number', min: 2, max: 120, step: 1, name: 'shot_seconds' });
+  const clockRow = h('label', { class: 'check', for: 'create-clock' }, customClock, t('create.custom_clock'));
+  const clockFields = h('div', { class: 'clock-fields' },
+    h('label', { for: 'create-placement' }, t('create.placement_seconds'), placement),
+    h('label', { for: 'create-shot' }, t('create.shot_seconds'), shot));
+  const summary = h('p', { class: 'muted summary' });
+
+  function sync() {
+    const rules = byId.get(ruleset.value);
+    const unranked = !ranked.checked;
+    extraRow.hidden = !(rules.extra_shot_option && unranked);
+    clockRow.hidden = !unranked;
+    clockFields.hidden = !(unranked && customClock.checked);
+    if (!placement.value || placement.dataset.ruleset !== rules.id) {
+      placement.value = rules.clock.placement_seconds;
+      shot.value = rules.clock.shot_seconds;
+      placement.dataset.ruleset = rules.id;
+    }
+    mount(summary, t('create.summary', {
+      fleet: rules.fleet.map((ship) => ship.length).join(', '),
+      touch: rules.ships_may_touch ? t('rules.touch_yes') : t('rules.touch_no'),
+      extra: rules.extra_shot_on_hit ? t('rules.extra_yes') : t('rules.extra_no'),
+    }));
+  }
+  [ruleset, ranked, customClock].forEach((el) => el.addEventListener('change', sync));
+
+  const form = h('form', { class: 'create', 'data-testid': 'create-match', onsubmit: async (event) => {
+    event.preventDefault();
+    const rules = byId.get(ruleset.value);
+    const body = { ruleset: rules.id, ranked: ranked.checked };
+    if (!ranked.checked && rules.extra_shot_option && extraShot.checked) body.options = { extra_shot_on_hit: true };
+    if (!ranked.checked && customClock.checked) {
+      body.clock = { placement_seconds: Number(placement.value), shot_seconds: Number(shot.value) };
+    }
+    if (opponent) body.opponent = opponent;
+    const submit = form.querySelector('button[type=submit]');
+    submit.disabled = true;
+    try {
+      const match = await app.api.createMatch(body);
+      app.navigate(`#/m/${match.id}`);
+    } catch (error) {
+      app.error(error);
+      submit.disabled = false;
+    }
+  } },
+  opponent ? h('p', {}, t('create.challenging'), ' ', playerLink(opponent), ' ', h('a', { href: '#/' }, t('create.cancel_challenge'))) : null,
+  h('label', { for: 'create-ruleset' }, t('create.ruleset'), ruleset),
+  summary,
+  h('label', { class: 'check', for: 'create-ranked' }, ranked, t('create.ranked')),
+  extraRow, clockRow, clockFields,
+  h('button', { type: 'submit' }, opponent ? t('create.challenge_button') : t('create.button')));
+  sync();
+  return form;
+}

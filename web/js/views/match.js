@@ -1,0 +1,566 @@
+// One match as its viewer sees it: waiting for an opponent, placing the fleet, the
+// battle, and the end with both fleets opened and their commitments checked in the
+// browser. Everything drawn comes from the viewer's own view (GET /v1/matches/{id}),
+// refreshed whenever the match stream reports an event; shot answers are shown at once.
+
+import { clockText, h, mount } from '../dom.js';
+import { t, rulesetTitle, shipName } from '../i18n.js';
+import { Board } from '../board.js';
+import { randomFleet, shipCells } from '../cells.js';
+import { follow } from '../sse.js';
+import { nameOf, playerLink, rememberNames } from '../names.js';
+import { verifyFleet } from '../commit.js';
+
+const TICK_MS = 250;
+
+export function render(app, main, id) {
+  let view = null;
+  let preset = null;
+  let alive = true;
+  let stream = null;
+  let orientation = 'horizontal';
+  let hover = null;
+  let clockEnd = null;
+  let fetching = false;
+  let again = false;
+  let verified = null;
+  let rematch = null;
+  let confirmResign = false;
+  let busy = false;
+
+  // Persistent parts, so focus stays on the board across updates.
+  const title = h('div', { class: 'match-title' });
+  const status = h('p', { class: 'status', role: 'status', 'aria-live': 'polite', 'data-testid': 'status' });
+  const clock = h('span', { class: 'clock', role: 'timer', 'aria-live': 'off', 'data-testid': 'clock' });
+  const live = h('span', { class: 'live-dot', 'data-testid': 'live' });
+  const said = h('p', { class: 'announce', 'aria-live': 'assertive', 'data-testid': 'announce' });
+  const ownBoard = new Board({ label: t('board.own'), owner: 'me', testId: 'own-board', onActivate: ownCell, onHover: (cell) => { hover = cell; drawBoards(); } });
+  const targetBoard = new Board({ label: t('board.target'), owner: 'them', testId: 'target-board', onActivate: fire });
+  const ownCaption = h('h2', { class: 'sea-caption' });
+  const targetCaption = h('h2', { class: 'sea-caption' });
+  const ownSide = h('div', { class: 'sea-side' });
+  const targetSide = h('div', { class: 'sea-side' });
+  const ownSea = h('section', { class: 'sea' }, ownCaption, ownBoard.el, ownSide);
+  const targetSea = h('section', { class: 'sea target' }, targetCaption, targetBoard.el, targetSide);
+  const controls = h('section', { class: 'controls panel', 'data-testid': 'controls' });
+  const ending = h('section', { class: 'ending', 'data-testid': 'ending' });
+
+  mount(main,
+    h('div', { class: 'match', 'data-testid': 'match' },
+      h('header', { class: 'match-head' }, title, h('div', { class: 'status-line' }, status, clock, live)),
+      said,
+      ending,
+      h('div', { class: 'seas' }, ownSea, targetSea, controls)));
+
+  // --- reading ---
+  async function load() {
+    try {
+      const rulesets = await app.rulesets();
+      const first = await app.api.match(id);
+      if (!alive) return;
+      preset = rulesets.find((ruleset) => ruleset.id === first.ruleset);
+      accept(first);
+      stream = follow(`/v1/matches/${id}/stream`, {
+        token: () => app.api.token,
+        lastEventId: first.seq,
+        onEvent: ({ data }) => { describeEvent(data); refresh(); },
+        onState: (state) => {
+          live.className = `live-dot ${state}`;
+          live.textContent = t(`stream.${state}`);
+          if (state === 'open') refresh();
+        },
+      });
+    } catch (error) {
+      if (!alive) return;
+      mount(main, h('div', { class: 'panel' }, h('p', { class: 'form-error', role: 'alert' }, error.message), h('a', { href: '#/' }, t('nav.back'))));
+    }
+  }
+
+  async function refresh() {
+    if (fetching) { again = true; return; }
+    fetching = true;
+    try {
+      const next = await app.api.match(id);
+      if (alive) accept(next);
+    } catch (error) {
+      if (alive) app.error(error);
+    }
+    fetching = false;
+    if (again && alive) { again = false; refresh(); }
+  }
+
+  function accept(next) {
+    if (view && next.seq < view.seq) return;
+    rememberNames(next);
+    const wasOver = view && isOver(view);
+    view = next;
+    clockEnd = typeof next.deadline_ms_left === 'number' && next.deadline ? performance.now() + next.deadline_ms_left : null;
+    if (isOver(view) && !wasOver) { verifyRecord(); loadRematch(); }
+    draw();
+  }
+
+  // --- helpers over the view ---
+  const isOver = (v) => v.phase === 'finished' || v.phase === 'cancelled';
+  const me = () => view.you;
+  const participant = () => Boolean(view.you);
+  const opponentOf = (player) => view.players.find((p) => p !== player) || null;
+  const seatOf = (player) => view.players.indexOf(player);
+  const extraShotRule = () => Boolean(preset.extra_shot_on_hit || (view.rules.options && view.rules.options.extra_shot_on_hit));
+  const fleetLengths = () => preset.fleet.map((ship) => ship.length);
+
+  /** Whether `player` is on an extra shot: the rule gives one and their last shot found a ship. */
+  function onExtraShot(player) {
+    if (!extraShotRule() || view.turn !== player) return false;
+    const side = view.sides[seatOf(player)];
+    const last = side && side.shots[side.shots.length - 1];
+    return Boolean(last && last.outcome !== 'miss');
+  }
+
+  /** The opened fleet of `player` as cells → ship name, once the match is over. */
+  function openedFleet(player) {
+    const cells = new Map();
+    if (!view.record) return cells;
+    const opened = view.record.find((entry) => entry.player === player);
+    if (!opened) return cells;
+    opened.ships.forEach((ship, index) => {
+      if (!ship) return;
+      for (const cell of shipCells(ship.cell, ship.orientation, preset.fleet[index].length) || []) cells.set(cell, index);
+    });
+    return cells;
+  }
+
+  // --- drawing ---
+  function draw() {
+    if (!view || !preset) return;
+    drawTitle();
+    drawStatus();
+    drawBoards();
+    drawControls();
+    drawEnding();
+    tick();
+  }
+
+  function drawTitle() {
+    const [first, second] = view.players;
+    mount(title,
+      h('h1', {}, first ? playerLink(first) : '…', h('span', { class: 'versus' }, ' vs '), second ? playerLink(second) : h('span', { class: 'muted' }, t('match.empty_seat'))),
+      h('div', { class: 'badges' },
+        h('span', { class: 'badge ruleset' }, rulesetTitle(view.ruleset)),
+        view.ranked ? h('span', { class: 'badge ranked' }, t('match.ranked')) : h('span', { class: 'badge' }, t('match.unranked')),
+        extraShotRule() ? h('span', { class: 'badge extra', 'data-testid': 'extra-rule' }, t('option.extra_shot')) : null,
+        !participant() ? h('span', { class: 'badge spectator' }, t('match.spectating')) : null));
+  }
+
+  function drawStatus() {
+    const whose = (player, key) => {
+      const span = h('span', {}, '…');
+      nameOf(player).then((name) => { span.textContent = t(key, { name }); });
+      return span;
+    };
+    let text;
+    let mood = '';
+    switch (view.phase) {
+      case 'waiting':
+        text = participant() ? t('status.waiting') : t('status.waiting_spectator');
+        break;
+      case 'placement':
+        if (!participant()) text = t('status.placement_spectator');
+        else if (view.fleet_locked) text = view.opponent_fleet_locked ? t('status.both_ready') : t('status.fleet_ready_waiting');
+        else text = t('status.placing', { ship: view.next_ship ? shipName(view.next_ship.name) : '' });
+        break;
+      case 'battle':
+        if (participant() && view.turn === me()) {
+          text = onExtraShot(me()) ? t('status.your_extra_shot') : t('status.your_turn');
+          mood = onExtraShot(me()) ? 'mine extra' : 'mine';
+        } else if (participant()) {
+          text = onExtraShot(view.turn) ? t('status.their_extra_shot') : t('status.their_turn');
+          mood = 'theirs';
+        } else {
+          text = whose(view.turn, onExtraShot(view.turn) ? 'status.spectator_extra' : 'status.spectator_turn');
+        }
+        break;
+      default:
+        text = resultText();
+        mood = 'over';
+    }
+    // At the end the banner says it; the status stays for screen readers.
+    status.className = `status ${mood}${isOver(view) ? ' visually-hidden' : ''}`;
+    // The tab's title tells a player in another tab that it is their turn.
+    document.title = mood.startsWith('mine') ? `▶ ${t('title.your_turn')} · Statki` : 'Statki';
+    mount(status, text);
+  }
+
+  function resultText() {
+    if (view.phase === 'cancelled') return t('result.cancelled');
+    const result = view.result || {};
+    const reason = t(`reason.${result.reason}`);
+    if (!result.winner) return `${t('result.draw')} — ${reason}`;
+    if (participant()) return `${result.winner === me() ? t('result.won') : t('result.lost')} — ${reason}`;
+    const span = h('span', {}, '…');
+    nameOf(result.winner).then((name) => { span.textContent = `${t('result.player_won', { name })} — ${reason}`; });
+    return span;
+  }
+
+  function tick() {
+    if (!alive) return;
+    if (clockEnd === null || isOver(view) || view.phase === 'waiting') {
+      clock.textContent = '';
+      clock.hidden = true;
+      return;
+    }
+    clock.hidden = false;
+    const left = clockEnd - performance.now();
+    clock.textContent = `${view.phase === 'placement' ? t('clock.placement') : t('clock.shot')} ${clockText(left)}`;
+    clock.classList.toggle('urgent', left < 10_000);
+  }
+
+  function drawBoards() {
+    if (!view) return;
+    const placing = participant() && view.phase === 'placement';
+    const started = view.phase === 'battle' || isOver(view);
+    ownSea.hidden = view.phase === 'waiting' || (!participant() && !started);
+    targetSea.hidden = !started;
+    if (placing || view.phase === 'waiting') {
+      mount(ownSide);
+      if (placing) drawPlacementBoard();
+      ownCaption.textContent = t('board.own');
+    } else if (participant()) {
+      drawOwnSea();
+      drawTargetSea();
+      ownCaption.textContent = t('board.own');
+      targetCaption.replaceChildren(t('board.target_of'), ' ', playerLink(opponentOf(me()), { link: false }));
+    } else {
+      drawSpectatorSeas();
+    }
+  }
+
+  function drawPlacementBoard() {
+    const owner = new Map();
+    view.fleet.forEach((ship) => ship.cells.forEach((cell) => owner.set(cell, ship)));
+    const next = view.next_ship;
+    const hints = new Set(next && view.placement_hints ? view.placement_hints[orientation] : []);
+    const preview = new Set(next && hover && hints.has(hover) ? shipCells(hover, orientation, next.length) : []);
+    const locked = view.fleet_locked;
+    ownBoard.interactive = !locked;
+    ownBoard.update((cell) => {
+      const ship = owner.get(cell);
+      if (ship) {
+        return { kind: 'ship', extra: preview.has(cell) ? 'clash' : '', offered: !locked, label: locked ? shipName(ship.name) : t('cell.pick_up', { ship: shipName(ship.name) }) };
+      }
+      if (preview.has(cell)) return { kind: 'preview', offered: hints.has(cell), label: t('cell.preview', { ship: shipName(next.name) }) };
+      if (hints.has(cell)) return { kind: 'hint', offered: !locked, label: t('cell.bow', { ship: shipName(next.name), orientation: t(`orientation.${orientation}`) }) };
+      return { kind: 'water', label: t('cell.water') };
+    });
+  }
+
+  function drawOwnSea() {
+    const owner = new Map();
+    view.fleet.forEach((ship) => ship.cells.forEach((cell) => owner.set(cell, ship)));
+    const incoming = new Map(view.incoming.map((shot) => [shot.cell, shot.outcome]));
+    const lastIncoming = view.incoming.length ? view.incoming[view.incoming.length - 1].cell : null;
+    ownBoard.interactive = false;
+    ownBoard.update(withLast(lastIncoming, (cell) => {
+      const ship = owner.get(cell);
+      const shot = incoming.get(cell);
+      if (ship && ship.sunk) return { kind: 'ship sunk-own', label: t('cell.own_sunk', { ship: shipName(ship.name) }) };
+      if (ship && shot) return { kind: 'ship hit', label: t('cell.own_hit', { ship: shipName(ship.name) }) };
+      if (ship) return { kind: 'ship', label: shipName(ship.name) };
+      if (shot) return { kind: 'miss', label: t('cell.miss') };
+      return { kind: 'water', label: t('cell.water') };
+    }));
+    mount(ownSide, h('ul', { class: 'fleet-status' }, view.fleet.map((ship) => h('li', { class: ship.sunk ? 'sunk' : '' },
+      h('span', { class: 'ship-bar', 'aria-hidden': 'true' }, Array.from({ length: ship.length }, (_, i) => h('i', { class: i < ship.hits.length ? 'hit' : '' }))),
+      ' ', shipName(ship.name), ship.sunk ? ` — ${t('fleet.sunk')}` : ''))));
+  }
+
+  /** Marks the latest shot on a sea, so a glance finds it. */
+  function withLast(lastCell, describe) {
+    return (cell) => {
+      const description = describe(cell);
+      return cell === lastCell ? { ...description, extra: `${description.extra || ''} last`.trim(), label: `${description.label}, ${t('cell.last')}` } : description;
+    };
+  }
+
+  /** A sea seen by its attacker: `side` is the attacker's public side; `opened` the fleet after the end. */
+  function describeTarget(side, opened, { offered }) {
+    return withLast(side.shots.length ? side.shots[side.shots.length - 1].cell : null, describeTargetCell(side, opened, { offered }));
+  }
+
+  function describeTargetCell(side, opened, { offered }) {
+    const shots = new Map(side.shots.map((shot) => [shot.cell, shot.outcome]));
+    const sunkCells = new Map();
+    side.sunk.forEach((ship) => ship.cells.forEach((cell) => sunkCells.set(cell, ship)));
+    const marked = new Set(side.marked);
+    return (cell) => {
+      const sunk = sunkCells.get(cell);
+      if (sunk) return { kind: 'sunk', label: sunk.name ? t('cell.sunk_named', { ship: shipName(sunk.name) }) : t('cell.sunk') };
+      const outcome = shots.get(cell);
+      if (outcome === 'hit') return { kind: 'hit', label: t('cell.hit') };
+      if (outcome === 'miss') return { kind: 'miss', label: t('cell.miss') };
+      if (marked.has(cell)) return { kind: 'marked', label: t('cell.marked') };
+      if (opened.has(cell)) return { kind: 'revealed', label: t('cell.revealed') };
+      return { kind: 'unknown', offered, label: offered ? t('cell.fire') : t('cell.unknown') };
+    };
+  }
+
+  function drawTargetSea() {
+    const opponent = opponentOf(me());
+    const mine = view.sides[seatOf(me())];
+    const canFire = view.phase === 'battle' && view.turn === me() && !busy;
+    targetBoard.interactive = canFire;
+    targetBoard.update(describeTarget(mine, openedFleet(opponent), { offered: canFire }));
+    mount(targetSide, sunkList(mine));
+  }
+
+  function sunkList(side) {
+    const named = side.sunk.filter((ship) => ship.name);
+    return h('p', { class: 'sunk-count', 'data-testid': 'sunk-count' },
+      t('fleet.sunk_count', { sunk: side.sunk.length, total: preset.fleet.length }),
+      named.length ? [': ', named.map((ship) => shipName(ship.name)).join(', ')] : '');
+  }
+
+  function drawSpectatorSeas() {
+    const [first, second] = view.players;
+    // The sea of the second player shows the first player's shots, and the other way round.
+    ownCaption.replaceChildren(t('board.sea_of'), ' ', playerLink(second, { link: false }));
+    targetCaption.replaceChildren(t('board.sea_of'), ' ', playerLink(first, { link: false }));
+    ownBoard.interactive = false;
+    targetBoard.interactive = false;
+    ownBoard.update(describeTarget(view.sides[0], openedFleet(second), { offered: false }));
+    targetBoard.update(describeTarget(view.sides[1], openedFleet(first), { offered: false }));
+    mount(ownSide, sunkList(view.sides[0]));
+    mount(targetSide, sunkList(view.sides[1]));
+  }
+
+  function drawControls() {
+    const parts = [];
+    if (view.phase === 'waiting') {
+      if (participant()) {
+        parts.push(h('p', {}, t('waiting.share')), h('input', { class: 'share', readonly: true, value: location.href, 'aria-label': t('waiting.link'), onfocus: (event) => event.target.select() }),
+          h('button', { type: 'button', class: 'secondary', 'data-testid': 'withdraw', onclick: () => command(() => app.api.resign(id)) }, t('waiting.withdraw')));
+      } else if (!view.invited || view.invited === app.me.id) {
+        parts.push(h('button', { type: 'button', onclick: () => command(() => app.api.join(id)) }, t('lobby.join')));
+      }
+    } else if (participant() && view.phase === 'placement') {
+      parts.push(placementControls());
+    }
+    if (view.phase === 'battle' || isOver(view)) parts.push(legend());
+    if (participant() && (view.phase === 'placement' || view.phase === 'battle')) {
+      parts.push(h('div', { class: 'resign' }, confirmResign
+        ? [h('button', { type: 'button', class: 'danger', onclick: () => { confirmResign = false; command(() => app.api.resign(id)); } }, t('resign.confirm')),
+          h('button', { type: 'button', class: 'secondary', onclick: () => { confirmResign = false; drawControls(); } }, t('resign.cancel'))]
+        : h('button', { type: 'button', class: 'secondary', onclick: () => { confirmResign = true; drawControls(); } }, t('resign.button'))));
+    }
+    controls.hidden = parts.length === 0;
+    const focused = document.activeElement && controls.contains(document.activeElement) ? document.activeElement.dataset.focusKey : null;
+    mount(controls, parts);
+    if (focused) { const again = controls.querySelector(`[data-focus-key="${focused}"]`); if (again) again.focus(); }
+  }
+
+  function legend() {
+    const extra = preset.sink_reveals && preset.sink_reveals.mark_ring ? [['marked', t('cell.marked')]] : [];
+    const entries = [['ship', t('legend.ship')], ['miss', t('cell.miss')], ['hit', t('cell.hit')], ['sunk', t('legend.sunk')], ...extra];
+    return h('div', { class: 'legend' }, h('h2', {}, t('legend.title')),
+      h('ul', {}, entries.map(([kind, label]) => h('li', {}, h('span', { class: `cell swatch ${kind}`, 'aria-hidden': 'true' }), label))),
+      extraShotRule() ? h('p', { class: 'muted' }, t('rules.extra_yes')) : h('p', { class: 'muted' }, t('rules.extra_no')),
+      participant() && view.phase === 'battle' ? h('p', { class: 'muted' }, t('legend.keys')) : null);
+  }
+
+  function placementControls() {
+    const next = view.next_ship;
+    const locked = view.fleet_locked;
+    return h('div', { class: 'placement' },
+      h('h2', {}, locked ? t('placement.ready') : t('placement.title')),
+      next ? h('p', { class: 'next-ship', 'data-testid': 'next-ship' }, t('placement.next', { ship: shipName(next.name), length: next.length })) : null,
+      !locked ? h('div', { class: 'buttons' },
+        h('button', { type: 'button', class: 'secondary', 'data-focus-key': 'rotate', 'data-testid': 'rotate', 'aria-keyshortcuts': 'R', onclick: rotate },
+          t('placement.rotate', { orientation: t(`orientation.${orientation}`) })),
+        h('button', { type: 'button', class: 'secondary', 'data-focus-key': 'random', 'data-testid': 'random', onclick: placeRandom }, t('placement.random'))) : null,
+      !locked ? h('p', { class: 'muted hint-text' }, t('placement.help')) : null,
+      h('ol', { class: 'ship-list' }, view.fleet.map((ship) => h('li', { class: ship.placement ? 'placed' : next && next.index === ship.index ? 'next' : '' },
+        h('span', { class: 'ship-bar', 'aria-hidden': 'true' }, Array.from({ length: ship.length }, () => h('i'))),
+        h('span', { class: 'grow' }, shipName(ship.name), ' ', h('span', { class: 'muted' }, ship.placement ? `${ship.placement.cell} ${t(`orientation.${ship.placement.orientation}`)}` : t('placement.not_placed'))),
+        ship.placement && !locked ? h('button', { type: 'button', class: 'link', 'data-focus-key': `pick-${ship.index}`, onclick: () => pickUp(ship) }, t('placement.pick_up')) : null))),
+      h('p', { class: `opponent-state ${view.opponent_fleet_locked ? 'ready' : ''}`, 'data-testid': 'opponent-state' },
+        view.opponent_fleet_locked ? t('placement.opponent_ready') : t('placement.opponent_placing')));
+  }
+
+  function drawEnding() {
+    if (!isOver(view)) { ending.hidden = true; return; }
+    ending.hidden = false;
+    const result = view.result || {};
+    const banner = h('div', { class: `result-banner ${participant() && result.winner === me() ? 'won' : result.winner ? 'lost' : 'draw'}`, 'data-testid': 'result' }, resultText());
+    const parts = [banner];
+    if (view.phase === 'finished') {
+      parts.push(h('div', { class: 'end-actions' },
+        participant() ? rematchControls() : null,
+        h('a', { class: 'button secondary', href: `#/m/${id}/replay`, 'data-testid': 'replay-link' }, t('end.replay')),
+        h('a', { class: 'button secondary', href: '#/' }, t('nav.back'))));
+      parts.push(commitments());
+    } else {
+      parts.push(h('div', { class: 'end-actions' }, h('a', { class: 'button secondary', href: '#/' }, t('nav.back'))));
+    }
+    mount(ending, parts);
+  }
+
+  function commitments() {
+    if (!view.record) return null;
+    return h('div', { class: 'commitments', 'data-testid': 'commitments' },
+      h('h2', {}, t('end.commitments')),
+      h('p', { class: 'muted' }, t('end.commitments_help')),
+      view.record.map((opened) => {
+        const check = verified && verified.get(opened.player);
+        const ok = check && check.matches;
+        return h('div', { class: `commitment ${check ? (ok ? 'ok' : 'bad') : ''}`, 'data-testid': 'commitment' },
+          h('strong', {}, playerLink(opened.player)), ' ',
+          h('span', { class: 'verdict' }, !check ? t('end.checking') : ok ? t('end.verified') : opened.commitment ? t('end.mismatch') : t('end.no_commitment')),
+          opened.commitment ? h('details', {},
+            h('summary', {}, t('end.details')),
+            h('dl', {},
+              h('dt', {}, t('end.published')), h('dd', {}, h('code', {}, opened.commitment)),
+              h('dt', {}, t('end.salt')), h('dd', {}, h('code', {}, opened.salt || '—')),
+              h('dt', {}, t('end.text')), h('dd', {}, h('code', {}, check && check.text ? check.text : '—')),
+              h('dt', {}, t('end.computed')), h('dd', {}, h('code', {}, check && check.computed ? check.computed : '—')))) : null);
+      }));
+  }
+
+  async function verifyRecord() {
+    if (!view.record) return;
+    const results = new Map();
+    for (const opened of view.record) results.set(opened.player, await verifyFleet(view.ruleset, opened));
+    if (!alive) return;
+    verified = results;
+    drawEnding();
+  }
+
+  // --- rematch ---
+  async function loadRematch() {
+    if (!view || !participant() || view.phase !== 'finished') return;
+    try {
+      rematch = await app.api.rematchState(id);
+      if (alive) drawEnding();
+    } catch {
+      rematch = null;
+    }
+  }
+
+  function rematchControls() {
+    const offers = rematch ? rematch.offers || [] : [];
+    if (rematch && rematch.status === 'started' && rematch.rematch_id) {
+      return h('a', { class: 'button', href: `#/m/${rematch.rematch_id}` }, t('rematch.open'));
+    }
+    const mine = offers.some((offer) => offer.player === me());
+    const theirs = offers.some((offer) => offer.player !== me());
+    return h('span', { class: 'rematch' },
+      theirs ? h('span', { class: 'badge invite' }, t('rematch.offered_to_you')) : null,
+      h('button', { type: 'button', 'data-testid': 'rematch', disabled: mine, onclick: askRematch }, mine ? t('rematch.waiting') : theirs ? t('rematch.accept') : t('rematch.offer')));
+  }
+
+  async function askRematch() {
+    try {
+      rematch = await app.api.rematch(id);
+      if (rematch.status === 'started' && rematch.rematch_id) app.navigate(`#/m/${rematch.rematch_id}`);
+      else drawEnding();
+    } catch (error) {
+      app.error(error);
+    }
+  }
+
+  // --- commands ---
+  async function command(run) {
+    try {
+      const answer = await run();
+      if (answer && answer.id === id && typeof answer.seq === 'number') accept(answer);
+      else refresh();
+      return answer;
+    } catch (error) {
+      app.error(error);
+      refresh();
+      return null;
+    }
+  }
+
+  function ownCell(cell) {
+    if (!view || view.phase !== 'placement' || !participant() || view.fleet_locked) return;
+    const ship = view.fleet.find((candidate) => candidate.cells.includes(cell));
+    if (ship) { pickUp(ship); return; }
+    const next = view.next_ship;
+    if (!next) return;
+    command(() => app.api.placeShip(id, next.index, cell, orientation));
+  }
+
+  function pickUp(ship) {
+    if (ship.placement) orientation = ship.placement.orientation;
+    command(() => app.api.removeShip(id, ship.index));
+  }
+
+  function rotate() {
+    orientation = orientation === 'horizontal' ? 'vertical' : 'horizontal';
+    draw();
+  }
+
+  function placeRandom() {
+    const fleet = randomFleet(fleetLengths(), preset.ships_may_touch);
+    if (fleet) command(() => app.api.placeFleet(id, fleet));
+  }
+
+  async function fire(cell) {
+    if (!view || view.phase !== 'battle' || view.turn !== me() || busy) return;
+    busy = true;
+    drawTargetSea();
+    try {
+      const answer = await app.api.shoot(id, cell);
+      announce(shotText(t('shot.you'), answer.cell, answer.outcome, answer.sunk_ship));
+      clockEnd = typeof answer.deadline_ms_left === 'number' ? performance.now() + answer.deadline_ms_left : clockEnd;
+    } catch (error) {
+      app.error(error);
+    }
+    busy = false;
+    refresh();
+  }
+
+  function shotText(who, cell, outcome, sunkShip) {
+    if (outcome === 'sunk') {
+      return sunkShip && sunkShip.name ? t('shot.sunk_named', { who, cell, ship: shipName(sunkShip.name) }) : t('shot.sunk', { who, cell });
+    }
+    return t(`shot.${outcome}`, { who, cell });
+  }
+
+  function announce(text) {
+    said.textContent = text;
+    said.classList.remove('flash');
+    void said.offsetWidth;
+    said.classList.add('flash');
+  }
+
+  /** Tells what an event from the stream says about shots the viewer did not fire. */
+  function describeEvent(event) {
+    if (!view || event.kind !== 'shot_fired' || event.player === view.you) return;
+    nameOf(event.player).then((name) => {
+      if (alive) announce(shotText(participant() ? t('shot.opponent') : name, event.cell, event.outcome, event.sunk_ship));
+    });
+  }
+
+  function keydown(event) {
+    if (event.key !== 'r' && event.key !== 'R') return;
+    if (event.ctrlKey || event.metaKey || event.altKey) return;
+    if (event.target.closest && event.target.closest('input, select, textarea')) return;
+    if (view && participant() && view.phase === 'placement' && !view.fleet_locked) {
+      event.preventDefault();
+      rotate();
+    }
+  }
+
+  document.addEventListener('keydown', keydown);
+  const ticker = setInterval(tick, TICK_MS);
+  const unsubscribe = app.onNotice((notice) => { if (notice.match_id === id) loadRematch(); });
+  load();
+  return () => {
+    alive = false;
+    document.title = 'Statki';
+    if (stream) stream.close();
+    clearInterval(ticker);
+    document.removeEventListener('keydown', keydown);
+    unsubscribe();
+  };
+}
