@@ -185,7 +185,11 @@ async fn main() {
     let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_statki"))
         .env("DATABASE_URL", &url)
         .env("STATKI_LISTEN", format!("127.0.0.1:{port}"))
-        .env("STATKI_JWT_SECRET", "bench-secret")
+        .env(
+            "STATKI_JWT_SECRET",
+            "bench-secret-bench-secret-bench-secret",
+        )
+        .env("STATKI_RATE_LIMITS", "false")
         .env("RUST_LOG", "warn")
         .spawn()
         .expect("start statki");

@@ -562,7 +562,7 @@ impl MatchLive {
         if batch
             .events
             .first()
-            .is_some_and(|first| first.seq > self.last_sent + 1)
+            .is_some_and(|first| first.seq > self.last_sent.saturating_add(1))
         {
             // Cannot happen while the hand-over is gapless; ending the stream makes the
             // client resume from the database rather than skip an event.
@@ -591,7 +591,7 @@ impl PlayerLive {
         if batch
             .notices
             .first()
-            .is_some_and(|first| first.seq > self.last_sent + 1)
+            .is_some_and(|first| first.seq > self.last_sent.saturating_add(1))
         {
             tracing::warn!(player = %self.subscription.id, "gap in a player stream; closing it");
             return false;

@@ -11,7 +11,7 @@ use statki::engine::Clock;
 use statki::http::{self, HttpSettings};
 use statki::live::{Hub, HubSettings};
 use statki::service::{GameSettings, Service};
-use statki::{auth, clock, matchmaking, store, verify};
+use statki::{auth, clock, housekeeping, matchmaking, store, verify};
 use tracing_subscriber::EnvFilter;
 
 // The shot path allocates many small buffers; mimalloc cut the allocator's share of the
@@ -27,6 +27,11 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     init_logging(config.log_format);
+    if let Some(secret) = &config.jwt_secret {
+        // Before anything starts: a weak secret must stop the service, not serve forgeable
+        // tokens.
+        auth::Tokens::new(secret.as_bytes()).context("refusing to start")?;
+    }
 
     let mut embedded = None;
     let database_url = match &config.database_url {
@@ -71,6 +76,7 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
             shot_seconds: config.shot_seconds,
         },
         join_seconds: config.join_seconds,
+        open_matches_per_player: config.open_matches_per_player,
     };
     let service = Service::new(pool.clone(), settings, tokens);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -80,7 +86,7 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
         .await
         .context("giving clocks back the time of an outage")?;
     let clock_task = tokio::spawn(clock::run(service.clone(), stop_rx.clone()));
-    let matchmaking_task = tokio::spawn(matchmaking::run(service.clone(), stop_rx));
+    let matchmaking_task = tokio::spawn(matchmaking::run(service.clone(), stop_rx.clone()));
     let live = Hub::start(
         &pool,
         HubSettings {
@@ -91,7 +97,7 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
     );
 
     let app = http::app(
-        http::state(service, live.clone()),
+        http::state(service.clone(), live.clone()),
         &HttpSettings {
             cors_origins: config
                 .cors_origins
@@ -100,8 +106,19 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
                 .cloned()
                 .collect(),
             request_timeout: Some(Duration::from_secs(config.request_timeout_seconds)),
+            rate_limits: config.rate_limit_settings(),
+            metrics_access: config.metrics_access(),
         },
     );
+    let housekeeping_task = tokio::spawn(housekeeping::run(pool.clone(), stop_rx.clone()));
+    if let Some(address) = config.metrics_listen {
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .with_context(|| format!("binding the metrics address {address}"))?;
+        tracing::info!(%address, "metrics listening");
+        let metrics = http::metrics_app(http::state(service.clone(), live.clone()));
+        tokio::spawn(async move { axum::serve(listener, metrics).await });
+    }
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
@@ -109,17 +126,21 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
     // `into_make_service` shares the router per connection; serving the `Router` itself
     // deep-clones every route for each connection (about 90 KiB each, kept while an event
     // stream is open).
-    axum::serve(listener, app.into_make_service())
-        .with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            // Streams never end by themselves; a graceful shutdown would wait for ever.
-            live.close();
-        })
-        .await?;
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move {
+        shutdown_signal().await;
+        // Streams never end by themselves; a graceful shutdown would wait for ever.
+        live.close();
+    })
+    .await?;
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);
     let _ = clock_task.await;
     let _ = matchmaking_task.await;
+    let _ = housekeeping_task.await;
     pool.close().await;
     Ok(())
 }

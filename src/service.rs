@@ -13,12 +13,11 @@ use crate::engine::{
     Clock, Command, Draw, Event, HouseOptions, Match, MatchRules, MatchView, Outcome, Phase,
     Refusal, RuleSetId, SunkShip, Viewer,
 };
+use crate::names::PlayerName;
 use crate::store::{self, StoreError, StoredEvent, idempotency, matches, players};
 
 /// The notification channel every commit announces `match_id:seq` on.
 pub const EVENTS_CHANNEL: &str = "statki_events";
-/// Longest player name, in characters.
-pub const NAME_MAX_CHARS: usize = 32;
 /// Most events one page of a feed returns.
 pub const EVENTS_PAGE: i64 = 500;
 /// Most matches one list returns.
@@ -38,6 +37,8 @@ pub struct Expired {
 pub struct GameSettings {
     pub standard_clock: Clock,
     pub join_seconds: u32,
+    /// Most unjoined matches one player may hold, so nobody can fill the open list.
+    pub open_matches_per_player: u32,
 }
 
 /// Why a request was not carried out. Carries no transport detail: `http` maps each kind
@@ -56,6 +57,8 @@ pub enum ServiceError {
     UnknownRuleset(String),
     #[error("ranked matches use the preset's standard rules and clock: {0}")]
     RankedNeedsStandardRules(&'static str),
+    #[error("you already have {0} matches waiting for an opponent; cancel or wait for one")]
+    TooManyOpenMatches(u32),
     #[error("this Idempotency-Key was used for a different request")]
     IdempotencyMismatch,
     #[error("a request with this Idempotency-Key is still being processed")]
@@ -219,27 +222,6 @@ fn to_json<T: Serialize>(value: &T) -> Result<Value> {
     serde_json::to_value(value).map_err(|e| ServiceError::Corrupt(e.to_string()))
 }
 
-/// Checks a player name: 1–32 characters, no control characters, no surrounding spaces.
-pub fn validate_name(name: &str) -> Result<&str> {
-    let count = name.chars().count();
-    if count == 0 || count > NAME_MAX_CHARS {
-        return Err(ServiceError::InvalidName(format!(
-            "a name has 1 to {NAME_MAX_CHARS} characters"
-        )));
-    }
-    if name.chars().any(char::is_control) {
-        return Err(ServiceError::InvalidName(
-            "a name may not contain control characters".into(),
-        ));
-    }
-    if name.trim() != name {
-        return Err(ServiceError::InvalidName(
-            "a name may not start or end with white space".into(),
-        ));
-    }
-    Ok(name)
-}
-
 impl Service {
     pub fn new(pool: PgPool, settings: GameSettings, tokens: Tokens) -> Self {
         Self {
@@ -255,12 +237,12 @@ impl Service {
     }
 
     pub async fn register(&self, name: &str) -> Result<PlayerCreated> {
-        let name = validate_name(name)?;
+        let name = PlayerName::parse(name).map_err(|e| ServiceError::InvalidName(e.to_string()))?;
         let id = Uuid::now_v7();
-        let row = players::insert(&self.pool, id, name)
+        let row = players::insert(&self.pool, id, &name)
             .await
             .map_err(|e| match e {
-                StoreError::NameTaken => ServiceError::NameTaken(name.to_owned()),
+                StoreError::NameTaken => ServiceError::NameTaken(name.to_string()),
                 other => other.into(),
             })?;
         let token = self.tokens.mint(id, row.created_at)?;
@@ -334,6 +316,10 @@ impl Service {
         let mut tx = self.pool.begin().await?;
         if let Some(answer) = claim_or_replay(&mut tx, creator, idempotency).await? {
             return Ok(answer);
+        }
+        let limit = self.settings.open_matches_per_player;
+        if matches::count_waiting_locked(&mut tx, creator).await? >= i64::from(limit) {
+            return Err(ServiceError::TooManyOpenMatches(limit));
         }
         let now = store::now(&mut *tx).await?;
         let created = Match::create(creator, rules, request.ranked, request.opponent, now)?;

@@ -160,7 +160,7 @@ async fn tokens_are_required_and_checked(pool: PgPool) {
         "unauthorized",
     )
     .await;
-    let forged = statki::auth::Tokens::new(b"another secret")
+    let forged = statki::auth::Tokens::new(b"another-secret-that-is-at-least-32-bytes")
         .unwrap()
         .mint(ala.id.parse().unwrap(), chrono::Utc::now())
         .unwrap();

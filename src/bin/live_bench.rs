@@ -172,6 +172,7 @@ async fn start_server(
         .env("STATKI_SHOT_SECONDS", "36000")
         .env("STATKI_REQUEST_TIMEOUT_SECONDS", "120")
         .env("STATKI_STREAMS_PER_REPLICA", (streams + 100).to_string())
+        .env("STATKI_RATE_LIMITS", "false")
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
         .kill_on_drop(true)

@@ -116,6 +116,9 @@ impl From<ServiceError> for ApiError {
                 "ranked_needs_standard_rules",
                 detail,
             ),
+            ServiceError::TooManyOpenMatches(_) => {
+                ApiError::new(StatusCode::CONFLICT, "too_many_open_matches", detail)
+            }
             ServiceError::IdempotencyMismatch => ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "idempotency_key_reused",
@@ -126,7 +129,7 @@ impl From<ServiceError> for ApiError {
             }
             ServiceError::Token(_) => ApiError::unauthorized(detail),
             ServiceError::UnknownPlayer => ApiError::unauthorized(detail),
-            ServiceError::Database(sqlx::Error::PoolTimedOut | sqlx::Error::Io(_)) => {
+            ServiceError::Database(ref error) if database_unavailable(error) => {
                 tracing::error!(%detail, "database unavailable");
                 ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,
@@ -146,13 +149,57 @@ impl From<ServiceError> for ApiError {
     }
 }
 
+/// Whether a database error means the database could not be reached or the connection was
+/// lost (a restart, a failover, a terminated backend): the request may be retried, and the
+/// answer is 503, not 500.
+pub fn database_unavailable(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_) => true,
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+            // Class 08: connection exceptions; 57P01–57P03: the server is shutting down,
+            // crashed or starting; 53300: too many connections.
+            code.starts_with("08") || matches!(&*code, "57P01" | "57P02" | "57P03" | "53300")
+        }),
+        _ => false,
+    }
+}
+
+/// A rejection's text without what only the parsing library knows: its own wording of
+/// the failure kind and the line and column of a one-line body.
+fn public_detail(text: &str) -> String {
+    let text = [
+        "Failed to deserialize the JSON body into the target type: ",
+        "Failed to deserialize query string: ",
+    ]
+    .iter()
+    .find_map(|prefix| text.strip_prefix(prefix))
+    .unwrap_or(text);
+    let text = match text.rfind(" at line ") {
+        Some(at) if text[at..].contains(" column ") => &text[..at],
+        _ => text,
+    };
+    text.to_owned()
+}
+
 impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> Self {
-        let detail = rejection.body_text();
+        let detail = match &rejection {
+            JsonRejection::JsonDataError(_) => public_detail(&rejection.body_text()),
+            JsonRejection::JsonSyntaxError(_) => "the body is not valid JSON".to_owned(),
+            JsonRejection::BytesRejection(_) => "the body could not be read".to_owned(),
+            _ => public_detail(&rejection.body_text()),
+        };
         match rejection.status() {
-            StatusCode::PAYLOAD_TOO_LARGE => {
-                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", detail)
-            }
+            StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                format!("the body is larger than {} bytes", super::BODY_LIMIT_BYTES),
+            ),
             StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "unsupported_media_type",
@@ -168,10 +215,11 @@ impl From<JsonRejection> for ApiError {
 
 impl From<PathRejection> for ApiError {
     fn from(rejection: PathRejection) -> Self {
+        tracing::debug!(detail = %rejection.body_text(), "refused a path");
         ApiError::new(
             StatusCode::BAD_REQUEST,
             "invalid_path",
-            rejection.body_text(),
+            "a path parameter is malformed: ids are UUIDs, ship indexes small numbers",
         )
     }
 }
@@ -181,7 +229,7 @@ impl From<QueryRejection> for ApiError {
         ApiError::new(
             StatusCode::BAD_REQUEST,
             "invalid_query",
-            rejection.body_text(),
+            public_detail(&rejection.body_text()),
         )
     }
 }

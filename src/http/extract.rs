@@ -75,12 +75,19 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
         let key = value
             .to_str()
             .ok()
-            .filter(|key| !key.is_empty() && key.len() <= IDEMPOTENCY_KEY_MAX)
+            .filter(|key| {
+                !key.is_empty()
+                    && key.len() <= IDEMPOTENCY_KEY_MAX
+                    && key.bytes().all(|byte| byte.is_ascii_graphic())
+            })
             .ok_or_else(|| {
                 ApiError::new(
                     axum::http::StatusCode::BAD_REQUEST,
                     "invalid_idempotency_key",
-                    format!("Idempotency-Key must be 1 to {IDEMPOTENCY_KEY_MAX} visible ASCII characters"),
+                    format!(
+                        "Idempotency-Key must be 1 to {IDEMPOTENCY_KEY_MAX} visible ASCII \
+                         characters (no spaces)"
+                    ),
                 )
             })?;
         Ok(IdempotencyKey(Some(key.to_owned())))

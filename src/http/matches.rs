@@ -106,7 +106,7 @@ async fn answer_with_view(
     responses(
         (status = 201, body = MatchResource),
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`own_match` (challenging yourself), `idempotency_key_in_progress`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`own_match` (challenging yourself), `too_many_open_matches` (the creator already holds the most unjoined matches allowed), `idempotency_key_in_progress`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`unknown_ruleset`, `invalid_option`, `ranked_needs_standard_rules`, `invalid_body`, `idempotency_key_reused`", body = Problem, content_type = "application/problem+json"),
     )
 )]

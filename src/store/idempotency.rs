@@ -1,13 +1,19 @@
 //! Idempotency keys: a player's key claims one request; its first answer is replayed.
 
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::{PgExecutor, Row};
 use uuid::Uuid;
 
 use super::StoreError;
 
+/// How long a key is remembered: a retry later than this is a new request, and the
+/// housekeeping step deletes the key.
+pub const KEY_LIFETIME: chrono::TimeDelta = chrono::TimeDelta::hours(24);
+
 /// Claims `key` for this request inside the caller's transaction. Returns false when the
-/// key was already used (a concurrent claimant waits here until the first commits).
+/// key was already used (a concurrent claimant waits here until the first commits). A key
+/// older than [`KEY_LIFETIME`] counts as unused and is claimed afresh.
 pub async fn claim(
     db: impl PgExecutor<'_>,
     player: Uuid,
@@ -16,11 +22,15 @@ pub async fn claim(
 ) -> Result<bool, StoreError> {
     let claimed = sqlx::query(
         "INSERT INTO idempotency_keys (player_id, key, request_hash) VALUES ($1, $2, $3)
-         ON CONFLICT (player_id, key) DO NOTHING",
+         ON CONFLICT (player_id, key) DO UPDATE
+           SET request_hash = EXCLUDED.request_hash, response = NULL,
+               created_at = clock_timestamp()
+           WHERE idempotency_keys.created_at < clock_timestamp() - $4::interval",
     )
     .bind(player)
     .bind(key)
     .bind(request_hash)
+    .bind(KEY_LIFETIME)
     .execute(db)
     .await?;
     Ok(claimed.rows_affected() == 1)
@@ -68,4 +78,23 @@ pub async fn get(
     .await?;
     row.map(|row| Ok((row.try_get("request_hash")?, row.try_get("response")?)))
         .transpose()
+}
+
+/// Deletes up to `batch` keys created before `before`, oldest first; returns how many.
+/// Safe for any number of replicas at once: rows another deleter holds are skipped.
+pub async fn purge(
+    db: impl PgExecutor<'_>,
+    before: DateTime<Utc>,
+    batch: i64,
+) -> Result<u64, StoreError> {
+    let deleted = sqlx::query(
+        "DELETE FROM idempotency_keys WHERE (player_id, key) IN (
+             SELECT player_id, key FROM idempotency_keys WHERE created_at < $1
+             ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)",
+    )
+    .bind(before)
+    .bind(batch)
+    .execute(db)
+    .await?;
+    Ok(deleted.rows_affected())
 }

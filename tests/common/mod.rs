@@ -11,7 +11,7 @@ use statki::http::{self, HttpSettings};
 use statki::live::{Hub, HubSettings};
 use statki::service::{GameSettings, Service};
 
-pub const SECRET: &[u8] = b"test-secret-for-statki-tests";
+pub const SECRET: &[u8] = b"test-secret-for-statki-tests-32-bytes-at-least";
 
 pub struct TestApp {
     pub address: String,
@@ -36,6 +36,7 @@ pub fn standard_settings() -> GameSettings {
             shot_seconds: 30,
         },
         join_seconds: 900,
+        open_matches_per_player: 100,
     }
 }
 
@@ -50,24 +51,41 @@ pub async fn spawn_app_with(pool: PgPool, settings: GameSettings) -> TestApp {
 
 /// Serves the application with the given clocks and live-hub settings.
 pub async fn spawn_app_full(pool: PgPool, settings: GameSettings, live: HubSettings) -> TestApp {
+    spawn_app_http(pool, settings, live, test_http_settings()).await
+}
+
+/// The transport settings of test apps: one CORS origin, no rate limits.
+pub fn test_http_settings() -> HttpSettings {
+    HttpSettings {
+        cors_origins: vec!["https://play.example".into()],
+        request_timeout: None,
+        rate_limits: None,
+        metrics_access: Default::default(),
+    }
+}
+
+/// Serves the application with the given clocks, live-hub and transport settings.
+pub async fn spawn_app_http(
+    pool: PgPool,
+    settings: GameSettings,
+    live: HubSettings,
+    http_settings: HttpSettings,
+) -> TestApp {
     statki::store::migrate(&pool).await.expect("migrations");
     let service = Service::new(pool.clone(), settings, Tokens::new(SECRET).expect("keys"));
     let live = Hub::start(&pool, live);
-    let app = http::app(
-        http::state(service.clone(), live.clone()),
-        &HttpSettings {
-            cors_origins: vec!["https://play.example".into()],
-            request_timeout: None,
-        },
-    );
+    let app = http::app(http::state(service.clone(), live.clone()), &http_settings);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let address = format!("http://{}", listener.local_addr().expect("address"));
     tokio::spawn(async move {
-        axum::serve(listener, app.into_make_service())
-            .await
-            .expect("serve")
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        )
+        .await
+        .expect("serve")
     });
     TestApp {
         address,

@@ -1,0 +1,33 @@
+-- Hardening: an auditor role that cannot read secrets, and expiring idempotency keys.
+
+-- `statki_auditor` reads the record of play and nothing secret. It has no login of its
+-- own: an operator's own role is granted it (`GRANT statki_auditor TO alice`) and audits
+-- with `SET ROLE statki_auditor`. Roles belong to the whole cluster, so several Statki
+-- databases on one server share it; concurrent first migrations may race to create it.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'statki_auditor') THEN
+        CREATE ROLE statki_auditor NOLOGIN;
+    END IF;
+EXCEPTION
+    WHEN duplicate_object OR unique_violation THEN NULL;
+END;
+$$;
+
+GRANT USAGE ON SCHEMA public TO statki_auditor;
+
+-- The event log, the match rows, ratings and their history, and the audit views.
+GRANT SELECT ON match_events, matches, ratings, rating_changes, rematches TO statki_auditor;
+GRANT SELECT ON match_summary, shot_log, rating_history TO statki_auditor;
+
+-- Players column by column: a column added later (a password hash, say) stays unreadable
+-- unless a migration grants it on purpose.
+GRANT SELECT (id, name, created_at) ON players TO statki_auditor;
+
+-- Deliberately not granted: `settings` (the generated token secret), `idempotency_keys`
+-- (stored answers carry tokens), `player_notices`, `queue_entries`, `rematch_offers`,
+-- `replicas`. Tables created by later migrations are not readable unless granted.
+
+-- Idempotency keys expire (the service treats a key older than its lifetime as unused)
+-- and a housekeeping step deletes them in batches, oldest first.
+CREATE INDEX idempotency_keys_created_idx ON idempotency_keys (created_at);
