@@ -5,8 +5,11 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use std::time::Duration;
+
 use crate::http::MetricsAccess;
 use crate::http::limits::{Rate, RateLimitSettings};
+use crate::http::server::ConnectionSettings;
 
 #[derive(Clone, Debug, Parser)]
 #[command(
@@ -126,6 +129,20 @@ pub struct Config {
     #[arg(long, env = "STATKI_METRICS_TOKEN", hide_env_values = true)]
     pub metrics_token: Option<String>,
 
+    /// Seconds a client has to send a whole request head (from its first byte, or from
+    /// the accept for a connection's first request); beyond, the connection is dropped.
+    #[arg(long, env = "STATKI_HEADER_READ_TIMEOUT_SECONDS", default_value_t = 10)]
+    pub header_read_timeout_seconds: u64,
+
+    /// Seconds a connection may sit with no request in progress and no traffic before it
+    /// is closed. Must exceed the event streams' 15 s keep-alive.
+    #[arg(long, env = "STATKI_IDLE_TIMEOUT_SECONDS", default_value_t = 60)]
+    pub idle_timeout_seconds: u64,
+
+    /// Most open connections on this replica; more are closed as soon as accepted.
+    #[arg(long, env = "STATKI_MAX_CONNECTIONS", default_value_t = 10_000)]
+    pub max_connections: usize,
+
     /// Largest database connection pool.
     #[arg(long, env = "STATKI_DB_POOL", default_value_t = 16)]
     pub db_pool: u32,
@@ -135,6 +152,15 @@ pub struct Config {
 }
 
 impl Config {
+    /// The connection limits as configured.
+    pub fn connection_settings(&self) -> ConnectionSettings {
+        ConnectionSettings {
+            header_read_timeout: Duration::from_secs(self.header_read_timeout_seconds.max(1)),
+            idle_timeout: Duration::from_secs(self.idle_timeout_seconds.max(1)),
+            max_connections: self.max_connections.max(1),
+        }
+    }
+
     /// Who may read `/metrics` on the API address.
     pub fn metrics_access(&self) -> MetricsAccess {
         match (&self.metrics_listen, &self.metrics_token) {

@@ -123,19 +123,24 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {}", config.listen))?;
     tracing::info!(address = %listener.local_addr()?, "statki listening");
-    // `into_make_service` shares the router per connection; serving the `Router` itself
-    // deep-clones every route for each connection (about 90 KiB each, kept while an event
-    // stream is open).
-    axum::serve(
+    let connections = config.connection_settings();
+    anyhow::ensure!(
+        connections.idle_timeout > HubSettings::default().keep_alive,
+        "STATKI_IDLE_TIMEOUT_SECONDS must exceed the event streams' keep-alive of {} s",
+        HubSettings::default().keep_alive.as_secs()
+    );
+    http::server::serve(
         listener,
-        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        app,
+        connections,
+        async move {
+            shutdown_signal().await;
+            // Streams never end by themselves; a graceful shutdown would wait for ever.
+            live.close();
+        },
+        Duration::from_secs(20),
     )
-    .with_graceful_shutdown(async move {
-        shutdown_signal().await;
-        // Streams never end by themselves; a graceful shutdown would wait for ever.
-        live.close();
-    })
-    .await?;
+    .await;
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);
     let _ = clock_task.await;

@@ -936,6 +936,10 @@ async fn system_routes_answer(pool: PgPool) {
     assert_eq!(app.get("/readyz", None).await.status, StatusCode::OK);
     let (_, first, _) = app.battle_match("statki").await;
     let _ = first;
+    // The database gauges are refreshed in the background, not by the scrape.
+    statki::housekeeping::refresh_gauges(&app.pool)
+        .await
+        .unwrap();
     let metrics = app
         .client
         .get(app.url("/metrics"))

@@ -548,3 +548,152 @@ fn a_weak_secret_stops_the_start_up_with_a_clear_message() {
     assert!(stderr.contains("STATKI_JWT_SECRET"), "{stderr}");
     assert!(stderr.contains("at least 32"), "{stderr}");
 }
+
+mod connections {
+    use std::time::{Duration, Instant};
+
+    use statki::http::server::ConnectionSettings;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    use super::*;
+
+    async fn spawn_with(pool: PgPool, connections: ConnectionSettings) -> TestApp {
+        common::spawn_app_served(
+            pool,
+            standard_settings(),
+            HubSettings {
+                keep_alive: Duration::from_millis(200),
+                ..HubSettings::default()
+            },
+            test_http_settings(),
+            connections,
+        )
+        .await
+    }
+
+    fn settings() -> ConnectionSettings {
+        ConnectionSettings {
+            header_read_timeout: Duration::from_millis(800),
+            idle_timeout: Duration::from_millis(1500),
+            max_connections: 100,
+        }
+    }
+
+    async fn connect(app: &TestApp) -> TcpStream {
+        TcpStream::connect(app.address.trim_start_matches("http://"))
+            .await
+            .unwrap()
+    }
+
+    /// Reads until the server closes the connection; returns when it did, or panics
+    /// after `limit`.
+    async fn closed_within(stream: &mut TcpStream, limit: Duration) -> Duration {
+        let started = Instant::now();
+        let mut buffer = [0u8; 4096];
+        loop {
+            match tokio::time::timeout_at(
+                tokio::time::Instant::from_std(started + limit),
+                stream.read(&mut buffer),
+            )
+            .await
+            {
+                Ok(Ok(0) | Err(_)) => return started.elapsed(),
+                Ok(Ok(_)) => {}
+                Err(_) => panic!("still open after {limit:?}"),
+            }
+        }
+    }
+
+    #[sqlx::test]
+    async fn a_client_sending_half_a_header_is_dropped(pool: PgPool) {
+        let app = spawn_with(pool, settings()).await;
+        let mut slow = connect(&app).await;
+        slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: statki\r\n")
+            .await
+            .unwrap();
+        let took = closed_within(&mut slow, Duration::from_secs(5)).await;
+        assert!(took >= Duration::from_millis(500), "{took:?}");
+        // A silent connection owes its first request head just the same.
+        let mut silent = connect(&app).await;
+        closed_within(&mut silent, Duration::from_secs(5)).await;
+    }
+
+    #[sqlx::test]
+    async fn an_idle_keep_alive_connection_is_closed_and_a_busy_one_is_not(pool: PgPool) {
+        let app = spawn_with(pool, settings()).await;
+        let mut idle = connect(&app).await;
+        idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: statki\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buffer = [0u8; 1024];
+        let read = idle.read(&mut buffer).await.unwrap();
+        assert!(String::from_utf8_lossy(&buffer[..read]).starts_with("HTTP/1.1 200"));
+        let took = closed_within(&mut idle, Duration::from_secs(5)).await;
+        assert!(took >= Duration::from_millis(1200), "{took:?}");
+
+        // Requests every half second keep a connection open past the idle timeout.
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(1)
+            .build()
+            .unwrap();
+        for _ in 0..6 {
+            let response = client.get(app.url("/healthz")).send().await.unwrap();
+            assert_eq!(response.status(), StatusCode::OK);
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    #[sqlx::test]
+    async fn an_event_stream_outlives_the_idle_timeout(pool: PgPool) {
+        let app = spawn_with(pool, settings()).await;
+        let ala = app.register("Ala").await;
+        let mut response = app
+            .client
+            .get(app.url("/v1/stream"))
+            .bearer_auth(&ala.token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let started = Instant::now();
+        let mut received = 0;
+        while started.elapsed() < Duration::from_secs(4) {
+            let chunk = tokio::time::timeout(Duration::from_secs(2), response.chunk())
+                .await
+                .expect("the stream keeps talking")
+                .expect("the stream is open")
+                .expect("the stream did not end");
+            received += chunk.len();
+        }
+        assert!(received > 0);
+    }
+
+    #[sqlx::test]
+    async fn connections_beyond_the_cap_are_closed_at_once(pool: PgPool) {
+        let app = spawn_with(
+            pool,
+            ConnectionSettings {
+                max_connections: 2,
+                header_read_timeout: Duration::from_secs(30),
+                idle_timeout: Duration::from_secs(30),
+            },
+        )
+        .await;
+        let first = connect(&app).await;
+        let _second = connect(&app).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut third = connect(&app).await;
+        closed_within(&mut third, Duration::from_secs(2)).await;
+        drop(first);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut fourth = connect(&app).await;
+        fourth
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: statki\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buffer = [0u8; 1024];
+        let read = fourth.read(&mut buffer).await.unwrap();
+        assert!(String::from_utf8_lossy(&buffer[..read]).starts_with("HTTP/1.1 200"));
+    }
+}

@@ -9,6 +9,7 @@ mod matches;
 mod players;
 mod queue;
 mod rulesets;
+pub mod server;
 mod stream;
 mod system;
 

@@ -71,6 +71,24 @@ pub async fn spawn_app_http(
     live: HubSettings,
     http_settings: HttpSettings,
 ) -> TestApp {
+    spawn_app_served(
+        pool,
+        settings,
+        live,
+        http_settings,
+        http::server::ConnectionSettings::default(),
+    )
+    .await
+}
+
+/// Serves the application with every setting given, connection limits too.
+pub async fn spawn_app_served(
+    pool: PgPool,
+    settings: GameSettings,
+    live: HubSettings,
+    http_settings: HttpSettings,
+    connection_settings: http::server::ConnectionSettings,
+) -> TestApp {
     statki::store::migrate(&pool).await.expect("migrations");
     let service = Service::new(pool.clone(), settings, Tokens::new(SECRET).expect("keys"));
     let live = Hub::start(&pool, live);
@@ -79,14 +97,13 @@ pub async fn spawn_app_http(
         .await
         .expect("bind");
     let address = format!("http://{}", listener.local_addr().expect("address"));
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-        )
-        .await
-        .expect("serve")
-    });
+    tokio::spawn(http::server::serve(
+        listener,
+        app,
+        connection_settings,
+        std::future::pending(),
+        std::time::Duration::ZERO,
+    ));
     TestApp {
         address,
         client: reqwest::Client::new(),
