@@ -31,3 +31,16 @@ GRANT SELECT (id, name, created_at) ON players TO statki_auditor;
 -- Idempotency keys expire (the service treats a key older than its lifetime as unused)
 -- and a housekeeping step deletes them in batches, oldest first.
 CREATE INDEX idempotency_keys_created_idx ON idempotency_keys (created_at);
+
+-- One row per open event stream, so the per-player stream cap holds across replicas.
+-- Each replica renews its own leases; a lease its replica stopped renewing (it died) no
+-- longer counts and is deleted by any replica.
+CREATE TABLE stream_leases (
+    id          uuid PRIMARY KEY,
+    player_id   uuid NOT NULL,
+    replica_id  uuid NOT NULL,
+    renewed_at  timestamptz NOT NULL
+);
+
+CREATE INDEX stream_leases_player_idx ON stream_leases (player_id, renewed_at);
+CREATE INDEX stream_leases_replica_idx ON stream_leases (replica_id);

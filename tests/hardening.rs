@@ -697,3 +697,45 @@ mod connections {
         assert!(String::from_utf8_lossy(&buffer[..read]).starts_with("HTTP/1.1 200"));
     }
 }
+
+#[sqlx::test]
+async fn the_per_player_stream_cap_holds_across_replicas(pool: PgPool) {
+    let live = HubSettings {
+        streams_per_player: 2,
+        ..HubSettings::default()
+    };
+    let one = common::spawn_app_full(pool.clone(), standard_settings(), live.clone()).await;
+    let two = common::spawn_app_full(pool, standard_settings(), live).await;
+    let ala = one.register("Ala").await;
+    let open = |app: &TestApp| {
+        app.client
+            .get(app.url("/v1/stream"))
+            .bearer_auth(&ala.token)
+            .send()
+    };
+    let first = open(&one).await.unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    let second = open(&two).await.unwrap();
+    assert_eq!(second.status(), StatusCode::OK);
+    for app in [&one, &two] {
+        let refused = open(app).await.unwrap();
+        assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+        let body: serde_json::Value = refused.json().await.unwrap();
+        assert_eq!(body["code"], "too_many_streams");
+    }
+    // Closing a stream on one replica makes room on the other.
+    drop(first);
+    let mut reopened = None;
+    for _ in 0..50 {
+        let response = open(&two).await.unwrap();
+        if response.status() == StatusCode::OK {
+            reopened = Some(response);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        reopened.is_some(),
+        "the closed stream's lease was given back"
+    );
+}

@@ -11,6 +11,7 @@ pub mod ratings;
 pub mod rematch;
 pub mod replicas;
 pub mod settings;
+pub mod streams;
 
 use sqlx::PgPool;
 use sqlx::migrate::MigrateDatabase;
