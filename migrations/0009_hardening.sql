@@ -3,30 +3,36 @@
 -- `statki_auditor` reads the record of play and nothing secret. It has no login of its
 -- own: an operator's own role is granted it (`GRANT statki_auditor TO alice`) and audits
 -- with `SET ROLE statki_auditor`. Roles belong to the whole cluster, so several Statki
--- databases on one server share it; concurrent first migrations may race to create it.
+-- databases on one server share it, and concurrent first migrations may race to create
+-- it. A database owner without the right to create roles (some managed services) gets a
+-- notice instead; an administrator can then create the role and rerun these grants.
 DO $$
 BEGIN
-    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'statki_auditor') THEN
-        CREATE ROLE statki_auditor NOLOGIN;
-    END IF;
-EXCEPTION
-    WHEN duplicate_object OR unique_violation THEN NULL;
+    BEGIN
+        IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'statki_auditor') THEN
+            CREATE ROLE statki_auditor NOLOGIN;
+        END IF;
+    EXCEPTION
+        WHEN duplicate_object OR unique_violation THEN NULL;
+        WHEN insufficient_privilege THEN
+            RAISE NOTICE 'statki_auditor not created: this role may not create roles';
+            RETURN;
+    END;
+    GRANT USAGE ON SCHEMA public TO statki_auditor;
+    -- The event log, the match rows, ratings and their history, and the audit views.
+    GRANT SELECT ON match_events, matches, ratings, rating_changes, rematches
+        TO statki_auditor;
+    GRANT SELECT ON match_summary, shot_log, rating_history TO statki_auditor;
+    -- Players column by column: a column added later (a password hash, say) stays
+    -- unreadable unless a migration grants it on purpose.
+    GRANT SELECT (id, name, created_at) ON players TO statki_auditor;
 END;
 $$;
 
-GRANT USAGE ON SCHEMA public TO statki_auditor;
-
--- The event log, the match rows, ratings and their history, and the audit views.
-GRANT SELECT ON match_events, matches, ratings, rating_changes, rematches TO statki_auditor;
-GRANT SELECT ON match_summary, shot_log, rating_history TO statki_auditor;
-
--- Players column by column: a column added later (a password hash, say) stays unreadable
--- unless a migration grants it on purpose.
-GRANT SELECT (id, name, created_at) ON players TO statki_auditor;
-
 -- Deliberately not granted: `settings` (the generated token secret), `idempotency_keys`
 -- (stored answers carry tokens), `player_notices`, `queue_entries`, `rematch_offers`,
--- `replicas`. Tables created by later migrations are not readable unless granted.
+-- `replicas`, `stream_leases`. Tables created by later migrations are not readable unless
+-- granted.
 
 -- Idempotency keys expire (the service treats a key older than its lifetime as unused)
 -- and a housekeeping step deletes them in batches, oldest first.
