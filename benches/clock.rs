@@ -22,12 +22,12 @@ use anyhow::{Context, bail};
 use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::{AssertSqlSafe, PgPool};
+use statki::app::{App, EVENTS_CHANNEL, GameSettings};
 use statki::auth::Tokens;
 use statki::engine::{
     Cell, Clock, Command, Draw, Event, HouseOptions, Match, MatchRules, Orientation, Placement,
     RuleSetId,
 };
-use statki::service::{EVENTS_CHANNEL, GameSettings, Service};
 use statki::{clock, store};
 use uuid::Uuid;
 
@@ -161,10 +161,9 @@ async fn insert_matches(
     let mut tx = pool.begin().await?;
     for (id, state, events) in batch {
         let at = Utc::now();
-        store::matches::insert(&mut *tx, id, &state, at).await?;
-        let stored = store::events::append(&mut *tx, id, 0, at, &events).await?;
-        let last = i64::try_from(stored.len())?;
-        store::matches::update(&mut *tx, id, &state, last, at).await?;
+        let last = i64::try_from(events.len())?;
+        store::matches::insert(&mut *tx, id, &state, last, at).await?;
+        store::events::append(&mut *tx, id, 0, at, &events).await?;
     }
     tx.commit().await?;
     Ok(())
@@ -340,7 +339,7 @@ async fn scenario(
             .max_connections(settings.pool)
             .connect_with(options.clone())
             .await?;
-        let service = Service::new(
+        let app = App::new(
             pool.clone(),
             GameSettings {
                 standard_clock: Clock {
@@ -352,7 +351,7 @@ async fn scenario(
             },
             Tokens::new(b"clock-bench-secret-of-at-least-32-bytes")?,
         );
-        tasks.push(tokio::spawn(clock::run(service, stop_rx.clone())));
+        tasks.push(tokio::spawn(clock::run(app, stop_rx.clone())));
         pools.push(pool);
     }
 

@@ -1,6 +1,9 @@
 //! The deadline task: clocks are data in match rows, and every replica enforces them.
 //!
-//! Each replica sleeps until the earliest deadline, re-planning at least every second. No
+//! Each replica sleeps until the earliest wake-up, re-planning at least every second. A
+//! match's `wake_at` is a lower bound of its deadline that commands leave alone when they
+//! move the deadline later (so a shot's row update stays heap-only); the clock raises it to
+//! the real deadline when it wakes for a match that is not due yet. No
 //! clock is shorter than that (clocks are whole seconds; an unranked lobby may pick 2 s at
 //! the least), so a deadline armed by any replica is never overslept, and no wake-up channel
 //! is needed. Due matches are claimed with
@@ -19,8 +22,7 @@ use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use crate::service::{Result, Service};
-use crate::store::replicas;
+use crate::app::{App, Result};
 
 /// Longest sleep between two plans; also the heartbeat period.
 pub const PLAN_INTERVAL: Duration = Duration::from_secs(1);
@@ -33,14 +35,12 @@ pub const OUTAGE_THRESHOLD: chrono::Duration = chrono::Duration::seconds(2);
 /// Pause before retrying when every due match is held by another transaction (a replica
 /// working through it, or a command that will move or keep its deadline within moments).
 pub const BUSY_RETRY: Duration = Duration::from_millis(20);
-/// Most batches one replica works on at once.
+/// Most batches one replica works on at once when a backlog builds up.
 pub const MAX_LANES: usize = 4;
-/// Heartbeats older than this are removed when a replica recovers from an outage.
-const FORGET_AFTER: chrono::Duration = chrono::Duration::days(7);
 
 /// Enforces every deadline due by `now`, batch after batch. Tests drive the clock with it.
-pub async fn sweep(service: &Service, now: DateTime<Utc>) -> Result<usize> {
-    let changed = service.expire_due(now, BATCH).await?;
+pub async fn sweep(app: &App, now: DateTime<Utc>) -> Result<usize> {
+    let changed = app.expire_due(now, BATCH).await?;
     record(changed);
     Ok(changed)
 }
@@ -53,8 +53,8 @@ fn record(expired: usize) {
 
 /// Gives players back the time of an outage, measured by the database's clock. Runs when a
 /// replica finds no live heartbeat; see [`recover_outage_at`].
-pub async fn recover_outage(service: &Service, replica: Uuid) -> Result<usize> {
-    recover(service, replica, None).await
+pub async fn recover_outage(app: &App, replica: Uuid) -> Result<usize> {
+    recover(app, replica, None).await
 }
 
 /// Gives players back the time of an outage ending at `now`: if no replica recorded a
@@ -63,49 +63,33 @@ pub async fn recover_outage(service: &Service, replica: Uuid) -> Result<usize> {
 /// left when the last replica went quiet. A deadline before the last heartbeat passed while
 /// a replica was alive, and is enforced as usual. Serialised across replicas, so an outage
 /// is given back once. Returns how many matches got time back. Tests pass `now`.
-pub async fn recover_outage_at(
-    service: &Service,
-    replica: Uuid,
-    now: DateTime<Utc>,
-) -> Result<usize> {
-    recover(service, replica, Some(now)).await
+pub async fn recover_outage_at(app: &App, replica: Uuid, now: DateTime<Utc>) -> Result<usize> {
+    recover(app, replica, Some(now)).await
 }
 
-async fn recover(service: &Service, replica: Uuid, at: Option<DateTime<Utc>>) -> Result<usize> {
-    let mut tx = service.pool.begin().await?;
-    replicas::lock_startup(&mut *tx).await?;
-    let (db_now, last) = replicas::last_seen(&mut *tx).await?;
-    let now = at.unwrap_or(db_now);
-    let mut changed = 0;
-    if let Some(last) = last {
-        // Whole milliseconds, rounded up, so the logged extension is exactly what was given.
-        let micros = (now - last).num_microseconds().unwrap_or(i64::MAX);
-        let outage = chrono::Duration::milliseconds(micros.saturating_add(999) / 1000);
-        if outage > OUTAGE_THRESHOLD {
-            changed = service.extend_clocks(&mut tx, last, outage, now).await?;
-            tracing::warn!(
-                outage_ms = outage.num_milliseconds(),
-                matches = changed,
-                "no replica was alive; clocks extended by the outage"
-            );
-            metrics::counter!("statki_clock_outages_total").increment(1);
-        }
-    }
-    replicas::beat_at(&mut *tx, replica, now).await?;
-    replicas::forget_before(&mut *tx, now - FORGET_AFTER).await?;
-    tx.commit().await?;
+async fn recover(app: &App, replica: Uuid, at: Option<DateTime<Utc>>) -> Result<usize> {
+    let Some((outage, changed)) = app.recover_outage(replica, at, OUTAGE_THRESHOLD).await? else {
+        return Ok(0);
+    };
+    tracing::warn!(
+        outage_ms = outage.num_milliseconds(),
+        matches = changed,
+        "no replica was alive; clocks extended by the outage"
+    );
+    metrics::counter!("statki_clock_outages_total").increment(1);
     Ok(changed)
 }
 
 /// The clock task of one replica, until `stop` turns true. Every replica runs one; they
 /// share the work through the database and need no leader.
-pub async fn run(service: Service, mut stop: watch::Receiver<bool>) {
+pub async fn run(app: App, mut stop: watch::Receiver<bool>) {
     let replica = Uuid::now_v7();
-    let lanes = lanes(&service);
+    // Up to half the replica's connections, so requests keep being served.
+    let lanes = (app.connections() / 2).clamp(1, MAX_LANES);
     tracing::info!(%replica, lanes, "clock task started");
     let mut pace = Pace::default();
     loop {
-        let wait = match step(&service, replica, lanes, &mut pace).await {
+        let wait = match step(&app, replica, lanes, &mut pace).await {
             Ok(wait) => wait,
             Err(error) => {
                 tracing::error!(%error, "clock step failed");
@@ -125,13 +109,6 @@ pub async fn run(service: Service, mut stop: watch::Receiver<bool>) {
     }
 }
 
-/// How many batches a replica works on at once when a backlog builds up: up to half its
-/// connections, so requests keep being served, and at most [`MAX_LANES`].
-fn lanes(service: &Service) -> usize {
-    let connections = service.pool.options().get_max_connections() as usize;
-    (connections / 2).clamp(1, MAX_LANES)
-}
-
 /// What the previous step saw, which sets the pace of the next.
 #[derive(Clone, Copy, Debug, Default)]
 struct Pace {
@@ -143,12 +120,12 @@ struct Pace {
 
 /// Beats, plans, and handles at most one round of batches, so the heartbeat stays fresh
 /// however long the backlog. Returns how long to sleep before the next step.
-async fn step(service: &Service, replica: Uuid, lanes: usize, pace: &mut Pace) -> Result<Duration> {
-    let plan = replicas::beat_and_plan(&service.pool, replica, OUTAGE_THRESHOLD).await?;
+async fn step(app: &App, replica: Uuid, lanes: usize, pace: &mut Pace) -> Result<Duration> {
+    let plan = app.beat_and_plan(replica, OUTAGE_THRESHOLD).await?;
     if !plan.alive {
         // Nobody, this replica included, was recorded alive lately: give the time back
         // before enforcing anything.
-        recover_outage(service, replica).await?;
+        recover_outage(app, replica).await?;
         *pace = Pace::default();
         return Ok(Duration::ZERO);
     }
@@ -168,12 +145,13 @@ async fn step(service: &Service, replica: Uuid, lanes: usize, pace: &mut Pace) -
     };
     let lanes = if pace.backlog { lanes } else { 1 };
     let rounds =
-        futures::future::join_all((0..lanes).map(|_| service.expire_batch(plan.now, BATCH))).await;
-    let (mut claimed, mut expired, mut full) = (0, 0, false);
+        futures::future::join_all((0..lanes).map(|_| app.expire_batch(plan.now, BATCH))).await;
+    let (mut claimed, mut expired, mut rearmed, mut full) = (0, 0, 0, false);
     for round in rounds {
         let round = round?;
         claimed += round.claimed;
         expired += round.expired;
+        rearmed += round.rearmed;
         full |= round.claimed as i64 == BATCH;
     }
     record(expired);
@@ -181,7 +159,9 @@ async fn step(service: &Service, replica: Uuid, lanes: usize, pace: &mut Pace) -
     let behind = (plan.now - next).to_std().unwrap_or_default();
     metrics::gauge!("statki_clock_behind_seconds").set(behind.as_secs_f64());
     pace.backlog = full;
-    Ok(if expired > 0 {
+    Ok(if expired + rearmed > 0 {
+        // Expired some, or woke early for clocks that commands had moved on (re-armed for
+        // their real deadlines): plan again at once.
         pace.busy = 0;
         Duration::ZERO
     } else if claimed == 0 {

@@ -1,10 +1,14 @@
 //! Statki: an authoritative HTTP/JSON Battleship service.
 //!
 //! - [`engine`]: the pure rules (no I/O, clock or randomness).
+//! - [`app`]: the use cases, between `http` and `store`, with the one write path.
+//! - [`http`]: the HTTP face: routers, extractors, problem+json errors.
 //! - [`store`]: the only module that speaks SQL.
+//! - [`clock`] and the matchmaking sweep: background steps that call the use cases.
 //! - [`live`]: LISTEN/NOTIFY fan-out of committed events to server-sent event streams.
 //! - [`embedded_pg`]: a private PostgreSQL cluster for the zero-configuration default.
 
+pub mod app;
 pub mod auth;
 pub mod clock;
 pub mod config;
@@ -12,10 +16,7 @@ pub mod embedded_pg;
 pub mod engine;
 pub mod housekeeping;
 pub mod http;
-pub mod ladder;
 pub mod live;
-pub mod matchmaking;
 pub mod names;
-pub mod service;
 pub mod store;
 pub mod verify;

@@ -30,8 +30,8 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use tokio::sync::{Notify, Semaphore, broadcast, watch};
 use uuid::Uuid;
 
+use crate::app::{EVENTS_CHANNEL, EVENTS_PAGE, EventResource, viewer_of};
 use crate::engine::Match;
-use crate::service::{EVENTS_CHANNEL, EVENTS_PAGE, EventResource, viewer_of};
 use crate::store::notices::{self, Notice};
 use crate::store::{self, StoreError, StoredEvent};
 
@@ -791,7 +791,15 @@ fn parse_position(payload: &str) -> Option<(Uuid, i64)> {
     Some((id.parse().ok()?, seq.parse().ok()?))
 }
 
+/// A notification names one position, or several separated by commas (a batch commit
+/// announces all its matches at once).
 fn on_notification(inner: &Arc<Inner>, channel: &str, payload: &str) {
+    for position in payload.split(',') {
+        on_position(inner, channel, position);
+    }
+}
+
+fn on_position(inner: &Arc<Inner>, channel: &str, payload: &str) {
     let Some((id, seq)) = parse_position(payload) else {
         tracing::warn!(channel, payload, "live: unreadable notification");
         return;

@@ -5,13 +5,14 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
+use statki::app::matchmaking;
+use statki::app::{App, GameSettings};
 use statki::config::{Config, LogFormat, Task};
 use statki::embedded_pg::EmbeddedPostgres;
 use statki::engine::Clock;
 use statki::http::{self, HttpSettings};
 use statki::live::{Hub, HubSettings};
-use statki::service::{GameSettings, Service};
-use statki::{auth, clock, housekeeping, matchmaking, store, verify};
+use statki::{auth, clock, housekeeping, store, verify};
 use tracing_subscriber::EnvFilter;
 
 // The shot path allocates many small buffers; mimalloc cut the allocator's share of the
@@ -78,15 +79,15 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
         join_seconds: config.join_seconds,
         open_matches_per_player: config.open_matches_per_player,
     };
-    let service = Service::new(pool.clone(), settings, tokens);
+    let app = App::new(pool.clone(), settings, tokens);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     // Before the first request: a command that finds a run-out clock enforces it, so time
     // lost while no replica was alive must be given back first.
-    clock::recover_outage(&service, uuid::Uuid::now_v7())
+    clock::recover_outage(&app, uuid::Uuid::now_v7())
         .await
         .context("giving clocks back the time of an outage")?;
-    let clock_task = tokio::spawn(clock::run(service.clone(), stop_rx.clone()));
-    let matchmaking_task = tokio::spawn(matchmaking::run(service.clone(), stop_rx.clone()));
+    let clock_task = tokio::spawn(clock::run(app.clone(), stop_rx.clone()));
+    let matchmaking_task = tokio::spawn(matchmaking::run(app.clone(), stop_rx.clone()));
     let live = Hub::start(
         &pool,
         HubSettings {
@@ -96,8 +97,8 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
         },
     );
 
-    let app = http::app(
-        http::state(service.clone(), live.clone()),
+    let router = http::app(
+        http::state(app.clone(), live.clone()),
         &HttpSettings {
             cors_origins: config
                 .cors_origins
@@ -116,7 +117,7 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("binding the metrics address {address}"))?;
         tracing::info!(%address, "metrics listening");
-        let metrics = http::metrics_app(http::state(service.clone(), live.clone()));
+        let metrics = http::metrics_app(http::state(app.clone(), live.clone()));
         tokio::spawn(async move { axum::serve(listener, metrics).await });
     }
     let listener = tokio::net::TcpListener::bind(config.listen)
@@ -131,7 +132,7 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
     );
     http::server::serve(
         listener,
-        app,
+        router,
         connections,
         async move {
             shutdown_signal().await;

@@ -14,11 +14,11 @@ use std::fmt;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
+use crate::app::ladder;
 use crate::engine::{
     Command, Draw, Event, FinishReason, Match, Phase, Rating, RatingChange, Refusal, Score,
     Snapshot,
 };
-use crate::ladder;
 use crate::store::{StoreError, events, matches, ratings};
 
 /// Ratings read back from JSON may differ from the computed ones in the last bits.

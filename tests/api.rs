@@ -924,7 +924,9 @@ async fn fifty_concurrent_shots_are_accepted_exactly_once(pool: PgPool) {
         replies
             .iter()
             .filter(|r| r.status != StatusCode::OK)
-            .all(|r| r.code() == "not_your_turn")
+            .all(|r| r.code() == "not_your_turn"),
+        "{:?}",
+        replies.iter().map(|r| r.body.clone()).collect::<Vec<_>>()
     );
     assert_eq!(app.event_count().await, count + 1);
 }

@@ -19,12 +19,12 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use statki::app::GameSettings;
 use statki::clock;
 use statki::engine::{
     Cell, Clock, Command, Draw, Event, HouseOptions, Match, MatchRules, Orientation, Placement,
     RuleSetId,
 };
-use statki::service::GameSettings;
 use statki::store;
 use uuid::Uuid;
 
@@ -80,7 +80,7 @@ fn count(events: &[Value], kind: &str) -> usize {
 }
 
 async fn sweep(app: &TestApp, now: DateTime<Utc>) -> usize {
-    clock::sweep(&app.service, now).await.unwrap()
+    clock::sweep(&app.app, now).await.unwrap()
 }
 
 async fn fire(app: &TestApp, id: &str, player: &Player, cell: &str) -> common::Reply {
@@ -415,13 +415,10 @@ async fn store_battles(pool: &PgPool, games: &[(Uuid, Uuid, DateTime<Utc>)]) -> 
         let (state, log) = battle(a, b, deadline);
         let id = Uuid::now_v7();
         let at = deadline - chrono::Duration::seconds(30);
-        store::matches::insert(&mut *tx, id, &state, at)
+        store::matches::insert(&mut *tx, id, &state, log.len() as i64, at)
             .await
             .unwrap();
-        let stored = store::events::append(&mut *tx, id, 0, at, &log)
-            .await
-            .unwrap();
-        store::matches::update(&mut *tx, id, &state, stored.len() as i64, at)
+        store::events::append(&mut *tx, id, 0, at, &log)
             .await
             .unwrap();
         ids.push(id);
@@ -552,9 +549,7 @@ async fn shots_racing_the_deadline_have_exactly_one_outcome(
             sleep_until(deadline - ms(50)).await;
             let mut expired = 0;
             while Utc::now() < deadline + ms(600) {
-                expired += clock::sweep(&app.service, db_now(&pool).await)
-                    .await
-                    .unwrap();
+                expired += clock::sweep(&app.app, db_now(&pool).await).await.unwrap();
             }
             expired
         });
@@ -664,7 +659,7 @@ async fn after_an_outage_every_clock_gets_its_time_back(pool: PgPool) {
     beat(&pool, last).await;
     let back = last + chrono::Duration::seconds(100);
     let replica = Uuid::now_v7();
-    let extended = clock::recover_outage_at(&app.service, replica, back)
+    let extended = clock::recover_outage_at(&app.app, replica, back)
         .await
         .unwrap();
     assert_eq!(
@@ -715,7 +710,7 @@ async fn a_short_gap_or_a_first_start_gives_nothing_back(pool: PgPool) {
     let now = db_now(&pool).await;
     // No heartbeat at all: a brand-new installation.
     assert_eq!(
-        clock::recover_outage_at(&app.service, Uuid::now_v7(), now)
+        clock::recover_outage_at(&app.app, Uuid::now_v7(), now)
             .await
             .unwrap(),
         0
@@ -723,7 +718,7 @@ async fn a_short_gap_or_a_first_start_gives_nothing_back(pool: PgPool) {
     // A replica alive a moment ago.
     beat(&pool, now + ms(500)).await;
     assert_eq!(
-        clock::recover_outage_at(&app.service, Uuid::now_v7(), now + ms(1500))
+        clock::recover_outage_at(&app.app, Uuid::now_v7(), now + ms(1500))
             .await
             .unwrap(),
         0
@@ -738,7 +733,7 @@ async fn replicas_starting_together_give_the_outage_back_once(pool: PgPool) {
     let due = time(&view(&app, &id, &first).await["deadline"]);
     beat(&pool, db_now(&pool).await - chrono::Duration::seconds(60)).await;
 
-    let starts = (0..3).map(|_| clock::recover_outage(&app.service, Uuid::now_v7()));
+    let starts = (0..3).map(|_| clock::recover_outage(&app.app, Uuid::now_v7()));
     let extended: usize = futures::future::join_all(starts)
         .await
         .into_iter()
@@ -778,7 +773,7 @@ async fn wait_for_phase(app: &TestApp, id: &str, player: &Player, within: Durati
 async fn the_clock_task_forfeits_through_http(pool: PgPool) {
     let app = spawn_app_with(pool, settings(3, 2, 900)).await;
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let task = tokio::spawn(clock::run(app.service.clone(), stopped));
+    let task = tokio::spawn(clock::run(app.app.clone(), stopped));
 
     let (battle, on_turn, other) = app.battle_match("statki").await;
     let (placing, locker, idler) = app.placement_match("statki").await;
@@ -825,7 +820,7 @@ async fn the_clock_task_forfeits_through_http(pool: PgPool) {
 async fn a_database_stall_is_an_outage_too(pool: PgPool) {
     let app = spawn_app_with(pool.clone(), settings(120, 2, 900)).await;
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let task = tokio::spawn(clock::run(app.service.clone(), stopped));
+    let task = tokio::spawn(clock::run(app.app.clone(), stopped));
     // Let the replica record itself alive.
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let (id, _on_turn, other) = app.battle_match("statki").await;
@@ -1011,7 +1006,7 @@ async fn http_app(port: u16, pool: &PgPool) -> TestApp {
         address,
         client,
         pool: pool.clone(),
-        service: statki::service::Service::new(
+        app: statki::app::App::new(
             pool.clone(),
             standard_settings(),
             statki::auth::Tokens::new(SECRET).unwrap(),

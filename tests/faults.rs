@@ -22,13 +22,13 @@ async fn with_the_database_gone_requests_get_503_and_readiness_fails(pool: PgPoo
         .connect_lazy("postgres://postgres@127.0.0.1:1/none")
         .unwrap();
     let settings = common::standard_settings();
-    let service = statki::service::Service::new(
-        dead,
+    let core = statki::app::App::new(
+        dead.clone(),
         settings,
         statki::auth::Tokens::new(common::SECRET).unwrap(),
     );
-    let live = statki::live::Hub::start(&service.pool, Default::default());
-    let router = statki::http::app(statki::http::state(service, live), &Default::default());
+    let live = statki::live::Hub::start(&dead, Default::default());
+    let router = statki::http::app(statki::http::state(core, live), &Default::default());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });

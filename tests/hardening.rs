@@ -516,10 +516,13 @@ async fn metrics_can_require_a_token_and_never_wait_for_the_database(pool: PgPoo
         .acquire_timeout(Duration::from_secs(5))
         .connect_lazy("postgres://postgres@127.0.0.1:1/none")
         .unwrap();
-    let service =
-        statki::service::Service::new(dead, standard_settings(), Tokens::new(SECRET).unwrap());
-    let live = statki::live::Hub::start(&service.pool, Default::default());
-    let router = statki::http::app(statki::http::state(service, live), &test_http_settings());
+    let core = statki::app::App::new(
+        dead.clone(),
+        standard_settings(),
+        Tokens::new(SECRET).unwrap(),
+    );
+    let live = statki::live::Hub::start(&dead, Default::default());
+    let router = statki::http::app(statki::http::state(core, live), &test_http_settings());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, router).await });

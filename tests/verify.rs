@@ -183,13 +183,10 @@ async fn write_match(app: &TestApp, a: &Player, b: &Player, forge: bool) -> Stri
     log.extend(state.execute(b, &Command::Resign, now, draw).unwrap());
 
     let id = Uuid::now_v7();
-    statki::store::matches::insert(&app.pool, id, &state, now)
+    statki::store::matches::insert(&app.pool, id, &state, log.len() as i64, now)
         .await
         .unwrap();
     statki::store::events::append(&app.pool, id, 0, now, &log)
-        .await
-        .unwrap();
-    statki::store::matches::update(&app.pool, id, &state, log.len() as i64, now)
         .await
         .unwrap();
     id.to_string()

@@ -257,6 +257,13 @@ impl Match {
         if self.phase.is_over() {
             return event.clone();
         }
+        self.redact_as_played(event, viewer)
+    }
+
+    /// `event` as `viewer` saw it while the match was being played, whatever the phase
+    /// now: a shot's answer tells the shooter no more than the preset reveals on a sink,
+    /// even when that shot ends the match and makes the record public.
+    pub fn redact_as_played(&self, event: &Event, viewer: Viewer) -> Event {
         let is_viewer = |player: &Uuid| viewer == Viewer::Player(*player);
         match event {
             Event::ShipPlaced { player, index, .. } if !is_viewer(player) => Event::ShipPlaced {

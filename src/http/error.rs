@@ -11,8 +11,8 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::app::AppError;
 use crate::engine::Refusal;
-use crate::service::ServiceError;
 
 /// An RFC 9457 problem document.
 #[derive(Clone, Debug, Serialize, ToSchema)]
@@ -96,76 +96,32 @@ fn refusal_status(refusal: &Refusal) -> StatusCode {
     }
 }
 
-impl From<ServiceError> for ApiError {
-    fn from(error: ServiceError) -> Self {
-        let detail = error.to_string();
-        match error {
-            ServiceError::Rule(refusal) => {
-                ApiError::new(refusal_status(&refusal), refusal.code(), detail)
-            }
-            ServiceError::NotFound(_) => ApiError::not_found(detail),
-            ServiceError::NameTaken(_) => ApiError::new(StatusCode::CONFLICT, "name_taken", detail),
-            ServiceError::InvalidName(_) => {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_name", detail)
-            }
-            ServiceError::UnknownRuleset(_) => {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "unknown_ruleset", detail)
-            }
-            ServiceError::RankedNeedsStandardRules(_) => ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "ranked_needs_standard_rules",
-                detail,
-            ),
-            ServiceError::TooManyOpenMatches(_) => {
-                ApiError::new(StatusCode::CONFLICT, "too_many_open_matches", detail)
-            }
-            ServiceError::IdempotencyMismatch => ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "idempotency_key_reused",
-                detail,
-            ),
-            ServiceError::IdempotencyInProgress => {
-                ApiError::new(StatusCode::CONFLICT, "idempotency_key_in_progress", detail)
-            }
-            ServiceError::Token(_) => ApiError::unauthorized(detail),
-            ServiceError::UnknownPlayer => ApiError::unauthorized(detail),
-            ServiceError::Database(ref error) if database_unavailable(error) => {
-                tracing::error!(%detail, "database unavailable");
-                ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "unavailable",
-                    "the database is unavailable; nothing was changed, retry shortly",
-                )
-            }
-            ServiceError::Database(_) | ServiceError::Corrupt(_) => {
-                tracing::error!(%detail, "internal error");
-                ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal",
-                    "an internal error occurred; nothing was changed",
-                )
+/// The status each kind of application error is answered with.
+fn status_of(error: &AppError) -> StatusCode {
+    match error {
+        AppError::Rule(refusal) => refusal_status(refusal),
+        AppError::NotFound(_) | AppError::NotQueued => StatusCode::NOT_FOUND,
+        AppError::NameTaken(_)
+        | AppError::TooManyOpenMatches(_)
+        | AppError::IdempotencyInProgress
+        | AppError::AlreadyQueued
+        | AppError::InMatch
+        | AppError::RematchUnavailable(_) => StatusCode::CONFLICT,
+        AppError::InvalidName(_)
+        | AppError::UnknownRuleset(_)
+        | AppError::RankedNeedsStandardRules(_)
+        | AppError::IdempotencyMismatch => StatusCode::UNPROCESSABLE_ENTITY,
+        AppError::Token(_) | AppError::UnknownPlayer => StatusCode::UNAUTHORIZED,
+        AppError::ShuttingDown
+        | AppError::Unavailable(_)
+        | AppError::Database(_)
+        | AppError::Corrupt(_) => {
+            if error.code() == "unavailable" {
+                StatusCode::SERVICE_UNAVAILABLE
+            } else {
+                StatusCode::INTERNAL_SERVER_ERROR
             }
         }
-    }
-}
-
-/// Whether a database error means the database could not be reached or the connection was
-/// lost (a restart, a failover, a terminated backend): the request may be retried, and the
-/// answer is 503, not 500.
-pub fn database_unavailable(error: &sqlx::Error) -> bool {
-    match error {
-        sqlx::Error::PoolTimedOut
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::WorkerCrashed
-        | sqlx::Error::Io(_)
-        | sqlx::Error::Tls(_)
-        | sqlx::Error::Protocol(_) => true,
-        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
-            // Class 08: connection exceptions; 57P01–57P03: the server is shutting down,
-            // crashed or starting; 53300: too many connections.
-            code.starts_with("08") || matches!(&*code, "57P01" | "57P02" | "57P03" | "53300")
-        }),
-        _ => false,
     }
 }
 
@@ -184,6 +140,30 @@ fn public_detail(text: &str) -> String {
         _ => text,
     };
     text.to_owned()
+}
+
+impl From<AppError> for ApiError {
+    fn from(error: AppError) -> Self {
+        let status = status_of(&error);
+        let code = error.code();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            tracing::error!(%error, "database unavailable");
+            return ApiError::new(
+                status,
+                code,
+                "the database is unavailable; nothing was changed, retry shortly",
+            );
+        }
+        if status.is_server_error() {
+            tracing::error!(%error, "internal error");
+            return ApiError::new(
+                status,
+                code,
+                "an internal error occurred; nothing was changed",
+            );
+        }
+        ApiError::new(status, code, error.to_string())
+    }
 }
 
 impl From<JsonRejection> for ApiError {

@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::AppState;
 use super::error::ApiError;
-use crate::service::Idempotency;
+use crate::app::Idempotency;
 
 /// A JSON body; malformed, mistyped or oversized bodies are problems.
 #[derive(FromRequest)]
@@ -49,8 +49,8 @@ impl FromRequestParts<AppState> for Caller {
                 ApiError::unauthorized("the Authorization header must be `Bearer <token>`")
             })?;
         let player = state
-            .service
-            .tokens
+            .app
+            .tokens()
             .verify(token.trim())
             .map_err(|e| ApiError::unauthorized(e.to_string()))?;
         Ok(Caller(player))

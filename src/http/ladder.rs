@@ -10,8 +10,8 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::AppState;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiPath, ApiQuery};
+use crate::app::ladder::{self, LadderPage};
 use crate::engine::RuleSetId;
-use crate::ladder::{self, LadderPage};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(get_ladder))
@@ -67,7 +67,5 @@ async fn get_ladder(
             )
         })?),
     };
-    Ok(Json(
-        ladder::page(&state.service.pool, id, after, limit).await?,
-    ))
+    Ok(Json(state.app.ladder_page(id, after, limit).await?))
 }

@@ -213,7 +213,7 @@ fn bearer_player(state: &AppState, headers: &HeaderMap) -> Option<Uuid> {
     if !scheme.eq_ignore_ascii_case("bearer") {
         return None;
     }
-    state.service.tokens.verify(token.trim()).ok()
+    state.app.tokens().verify(token.trim()).ok()
 }
 
 /// The middleware: checks the address, the route's own limit and the player.

@@ -4,7 +4,6 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
@@ -12,8 +11,10 @@ use uuid::Uuid;
 use super::AppState;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath, ApiQuery, Caller, IdempotencyKey};
+use crate::app::{
+    Answer, AppError, EventResource, Idempotency, MatchResource, NewMatch, ShotAnswer,
+};
 use crate::engine::{Cell, Command, Orientation, Placement};
-use crate::service::{self, EventResource, Idempotency, MatchResource, NewMatch, ShotAnswer};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -77,7 +78,7 @@ pub struct EventsQuery {
 
 fn parse_cell(text: &str) -> Result<Cell, ApiError> {
     text.parse::<Cell>()
-        .map_err(|refusal| ApiError::from(service::ServiceError::Rule(refusal)))
+        .map_err(|refusal| ApiError::from(AppError::Rule(refusal)))
 }
 
 /// Runs a match command and answers with the caller's view of the match after it.
@@ -87,14 +88,10 @@ async fn answer_with_view(
     caller: Uuid,
     command: Command,
     idempotency: Option<Idempotency>,
-) -> Result<Json<Value>, ApiError> {
-    let answer = state
-        .service
-        .command(id, caller, command, idempotency.as_ref(), |done| {
-            done.resource(caller)
-        })
-        .await?;
-    Ok(Json(answer))
+) -> Result<Json<Answer<MatchResource>>, ApiError> {
+    Ok(Json(
+        state.app.command(id, caller, command, idempotency).await?,
+    ))
 }
 
 /// Create a match; the creator takes the first seat.
@@ -115,10 +112,10 @@ async fn create_match(
     Caller(caller): Caller,
     key: IdempotencyKey,
     ApiJson(body): ApiJson<NewMatch>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Answer<MatchResource>>), ApiError> {
     let idempotency = key.for_request("POST /v1/matches", &body);
     let created = state
-        .service
+        .app
         .create_match(caller, &body, idempotency.as_ref())
         .await?;
     Ok((StatusCode::CREATED, Json(created)))
@@ -140,7 +137,7 @@ async fn list_matches(
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<Vec<MatchResource>>, ApiError> {
     match query.status.as_deref() {
-        None | Some("open") => Ok(Json(state.service.open_matches(caller).await?)),
+        None | Some("open") => Ok(Json(state.app.open_matches(caller).await?)),
         Some(other) => Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             "invalid_query",
@@ -164,7 +161,7 @@ async fn get_match(
     Caller(caller): Caller,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<MatchResource>, ApiError> {
-    Ok(Json(state.service.view(id, caller).await?))
+    Ok(Json(state.app.view(id, caller).await?))
 }
 
 /// Take the second seat; the placement clock starts.
@@ -184,7 +181,7 @@ async fn join_match(
     Caller(caller): Caller,
     key: IdempotencyKey,
     ApiPath(id): ApiPath<Uuid>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Answer<MatchResource>>, ApiError> {
     let idempotency = key.for_request(&format!("POST /v1/matches/{id}/join"), &());
     answer_with_view(&state, id, caller, Command::Join, idempotency).await
 }
@@ -208,7 +205,7 @@ async fn place_ship(
     key: IdempotencyKey,
     ApiPath((id, index)): ApiPath<(Uuid, usize)>,
     ApiJson(body): ApiJson<ShipPosition>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Answer<MatchResource>>, ApiError> {
     let placement = body.placement()?;
     let idempotency = key.for_request(&format!("PUT /v1/matches/{id}/ships/{index}"), &body);
     let command = Command::PlaceShip { index, placement };
@@ -230,7 +227,7 @@ async fn remove_ship(
     State(state): State<AppState>,
     Caller(caller): Caller,
     ApiPath((id, index)): ApiPath<(Uuid, usize)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Answer<MatchResource>>, ApiError> {
     answer_with_view(&state, id, caller, Command::RemoveShip { index }, None).await
 }
 
@@ -252,7 +249,7 @@ async fn place_fleet(
     key: IdempotencyKey,
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(body): ApiJson<FleetRequest>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Answer<MatchResource>>, ApiError> {
     let placements = body
         .ships
         .iter()
@@ -282,20 +279,10 @@ async fn fire(
     key: IdempotencyKey,
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(body): ApiJson<ShotRequest>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Answer<ShotAnswer>>, ApiError> {
     let cell = parse_cell(&body.cell)?;
     let idempotency = key.for_request(&format!("POST /v1/matches/{id}/shots"), &body);
-    let answer = state
-        .service
-        .command(
-            id,
-            caller,
-            Command::Fire { cell },
-            idempotency.as_ref(),
-            service::shot_answer,
-        )
-        .await?;
-    Ok(Json(answer))
+    Ok(Json(state.app.fire(id, caller, cell, idempotency).await?))
 }
 
 /// Resign: the opponent wins. Before anyone joined, the creator withdraws the match.
@@ -314,7 +301,7 @@ async fn resign(
     Caller(caller): Caller,
     key: IdempotencyKey,
     ApiPath(id): ApiPath<Uuid>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Answer<MatchResource>>, ApiError> {
     let idempotency = key.for_request(&format!("POST /v1/matches/{id}/resign"), &());
     answer_with_view(&state, id, caller, Command::Resign, idempotency).await
 }
@@ -335,5 +322,5 @@ async fn match_events(
     ApiPath(id): ApiPath<Uuid>,
     ApiQuery(query): ApiQuery<EventsQuery>,
 ) -> Result<Json<Vec<EventResource>>, ApiError> {
-    Ok(Json(state.service.events(id, caller, query.after).await?))
+    Ok(Json(state.app.events(id, caller, query.after).await?))
 }

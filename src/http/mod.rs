@@ -29,8 +29,8 @@ use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
+use crate::app::App;
 use crate::live::Hub;
-use crate::service::Service;
 use error::ApiError;
 
 /// Largest accepted request body.
@@ -51,7 +51,7 @@ pub enum MetricsAccess {
 /// What every handler can reach.
 #[derive(Clone)]
 pub struct AppState {
-    pub service: Service,
+    pub app: App,
     pub metrics: Option<PrometheusHandle>,
     /// This replica's live-update hub (SSE streams).
     pub live: Hub,
@@ -237,10 +237,10 @@ pub fn prometheus() -> Option<PrometheusHandle> {
         .clone()
 }
 
-/// Shared state for a service and this replica's live hub.
-pub fn state(service: Service, live: Hub) -> AppState {
+/// Shared state for the application and this replica's live hub.
+pub fn state(app: App, live: Hub) -> AppState {
     AppState {
-        service,
+        app,
         metrics: prometheus(),
         live,
         limits: None,

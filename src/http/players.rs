@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::AppState;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath, ApiQuery, Caller};
-use crate::service::{MatchResource, PlayerCreated, PlayerProfile};
+use crate::app::{MatchResource, PlayerCreated, PlayerProfile};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -41,7 +41,7 @@ async fn create_player(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<NewPlayer>,
 ) -> Result<(StatusCode, Json<PlayerCreated>), ApiError> {
-    let created = state.service.register(&body.name).await?;
+    let created = state.app.register(&body.name).await?;
     Ok((StatusCode::CREATED, Json(created)))
 }
 
@@ -58,7 +58,7 @@ async fn get_player(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<PlayerProfile>, ApiError> {
-    Ok(Json(state.service.profile(id).await?))
+    Ok(Json(state.app.profile(id).await?))
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -86,9 +86,6 @@ async fn player_matches(
     ApiQuery(page): ApiQuery<MatchesPage>,
 ) -> Result<Json<Vec<MatchResource>>, ApiError> {
     Ok(Json(
-        state
-            .service
-            .player_matches(id, caller, page.before)
-            .await?,
+        state.app.player_matches(id, caller, page.before).await?,
     ))
 }

@@ -4,7 +4,6 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
@@ -12,31 +11,13 @@ use uuid::Uuid;
 use super::AppState;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath, Caller, IdempotencyKey};
-use crate::matchmaking::{self, MatchmakingError, QueueState, RematchState};
+use crate::app::Answer;
+use crate::app::matchmaking::{self, QueueState, RematchState};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(join_queue, queue_state, leave_queue))
         .routes(routes!(ask_rematch, rematch_state))
-}
-
-impl From<MatchmakingError> for ApiError {
-    fn from(error: MatchmakingError) -> Self {
-        let detail = error.to_string();
-        match error {
-            MatchmakingError::AlreadyQueued => {
-                ApiError::new(StatusCode::CONFLICT, "already_queued", detail)
-            }
-            MatchmakingError::NotQueued => {
-                ApiError::new(StatusCode::NOT_FOUND, "not_queued", detail)
-            }
-            MatchmakingError::InMatch => ApiError::new(StatusCode::CONFLICT, "in_match", detail),
-            MatchmakingError::RematchUnavailable(_) => {
-                ApiError::new(StatusCode::CONFLICT, "rematch_unavailable", detail)
-            }
-            MatchmakingError::Service(error) => error.into(),
-        }
-    }
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, ToSchema)]
@@ -68,10 +49,9 @@ async fn join_queue(
     Caller(caller): Caller,
     key: IdempotencyKey,
     ApiJson(body): ApiJson<QueueRequest>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Answer<QueueState>>), ApiError> {
     let idempotency = key.for_request("POST /v1/queue", &body);
-    let answer =
-        matchmaking::join(&state.service, caller, &body.ruleset, idempotency.as_ref()).await?;
+    let answer = matchmaking::join(&state.app, caller, &body.ruleset, idempotency.as_ref()).await?;
     Ok((StatusCode::CREATED, Json(answer)))
 }
 
@@ -89,7 +69,7 @@ async fn queue_state(
     State(state): State<AppState>,
     Caller(caller): Caller,
 ) -> Result<Json<QueueState>, ApiError> {
-    Ok(Json(matchmaking::state(&state.service, caller).await?))
+    Ok(Json(matchmaking::state(&state.app, caller).await?))
 }
 
 /// Leave the queue.
@@ -106,7 +86,7 @@ async fn leave_queue(
     State(state): State<AppState>,
     Caller(caller): Caller,
 ) -> Result<Json<QueueState>, ApiError> {
-    Ok(Json(matchmaking::leave(&state.service, caller).await?))
+    Ok(Json(matchmaking::leave(&state.app, caller).await?))
 }
 
 /// Ask to play a finished match again. The first ask is an offer, pushed to the opponent
@@ -132,7 +112,7 @@ async fn ask_rematch(
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<RematchState>, ApiError> {
     Ok(Json(
-        matchmaking::ask_rematch(&state.service, id, caller).await?,
+        matchmaking::ask_rematch(&state.app, id, caller).await?,
     ))
 }
 
@@ -152,5 +132,5 @@ async fn rematch_state(
     Caller(_): Caller,
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<RematchState>, ApiError> {
-    Ok(Json(matchmaking::rematch_state(&state.service, id).await?))
+    Ok(Json(matchmaking::rematch_state(&state.app, id).await?))
 }

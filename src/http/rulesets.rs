@@ -37,7 +37,7 @@ pub struct RuleSets {
 /// The presets: fleets, touching, extra shots, what a sink reveals, clocks.
 #[utoipa::path(get, path = "/v1/rulesets", tag = "rulesets", responses((status = 200, body = RuleSets)))]
 async fn list_rulesets(State(state): State<AppState>) -> Json<RuleSets> {
-    let settings = state.service.settings;
+    let settings = state.app.settings();
     Json(RuleSets {
         rulesets: RuleSetId::ALL
             .into_iter()

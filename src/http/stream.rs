@@ -87,7 +87,7 @@ fn live_error(error: LiveError) -> Response {
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", detail).into_response()
         }
         LiveError::Store(error) => {
-            ApiError::from(crate::service::ServiceError::from(error)).into_response()
+            ApiError::from(crate::app::AppError::from(error)).into_response()
         }
     }
 }

@@ -8,7 +8,6 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::error::ApiError;
 use super::{AppState, MetricsAccess};
-use crate::store;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -30,7 +29,7 @@ async fn healthz() -> &'static str {
     (status = 503, description = "`unavailable`: the database does not answer"),
 ))]
 async fn readyz(State(state): State<AppState>) -> Result<&'static str, ApiError> {
-    store::ping(&state.service.pool).await.map_err(|e| {
+    state.app.ready().await.map_err(|e| {
         tracing::warn!(error = %e, "not ready: the database does not answer");
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,

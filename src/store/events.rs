@@ -23,13 +23,26 @@ pub(super) struct Columns {
     pub payloads: Vec<serde_json::Value>,
 }
 
+impl Columns {
+    pub(super) fn with_capacity(n: usize) -> Self {
+        Columns {
+            seqs: Vec::with_capacity(n),
+            actors: Vec::with_capacity(n),
+            kinds: Vec::with_capacity(n),
+            payloads: Vec::with_capacity(n),
+        }
+    }
+
+    pub(super) fn extend(&mut self, other: Columns) {
+        self.seqs.extend(other.seqs);
+        self.actors.extend(other.actors);
+        self.kinds.extend(other.kinds);
+        self.payloads.extend(other.payloads);
+    }
+}
+
 pub(super) fn columns(after: i64, events: &[Event]) -> Result<Columns, StoreError> {
-    let mut columns = Columns {
-        seqs: Vec::with_capacity(events.len()),
-        actors: Vec::with_capacity(events.len()),
-        kinds: Vec::with_capacity(events.len()),
-        payloads: Vec::with_capacity(events.len()),
-    };
+    let mut columns = Columns::with_capacity(events.len());
     for (offset, event) in (1..).zip(events) {
         columns.seqs.push(after + offset);
         columns.actors.push(event.actor());
@@ -52,8 +65,9 @@ pub(super) fn stored(after: i64, at: DateTime<Utc>, events: &[Event]) -> Vec<Sto
         .collect()
 }
 
-/// Appends `events` as seq `after + 1`, `after + 2`, … in one statement. The service uses
-/// [`super::matches::record`], which also updates the row; this is for tests and tools.
+/// Appends `events` as seq `after + 1`, `after + 2`, … in one statement. The application
+/// writes through [`super::matches::write`], which also updates the row; this is for tests
+/// and tools that build a log by hand.
 pub async fn append(
     db: impl PgExecutor<'_>,
     match_id: Uuid,
@@ -76,55 +90,6 @@ pub async fn append(
     .execute(db)
     .await?;
     Ok(stored(after, at, events))
-}
-
-/// Appends the events of several matches in one statement: for each `(match, after,
-/// events)`, `events` as seq `after + 1`, `after + 2`, … The clock uses it to record many
-/// results in one round trip.
-pub async fn append_many(
-    db: impl PgExecutor<'_>,
-    batch: &[(Uuid, i64, &[Event])],
-    at: DateTime<Utc>,
-) -> Result<Vec<Vec<StoredEvent>>, StoreError> {
-    let total = batch.iter().map(|(_, _, events)| events.len()).sum();
-    let mut ids = Vec::with_capacity(total);
-    let mut all = Columns {
-        seqs: Vec::with_capacity(total),
-        actors: Vec::with_capacity(total),
-        kinds: Vec::with_capacity(total),
-        payloads: Vec::with_capacity(total),
-    };
-    let mut stored = Vec::with_capacity(batch.len());
-    for &(match_id, after, events) in batch {
-        let these = columns(after, events)?;
-        ids.extend(std::iter::repeat_n(match_id, events.len()));
-        all.seqs.extend(these.seqs);
-        all.actors.extend(these.actors);
-        all.kinds.extend(these.kinds);
-        all.payloads.extend(these.payloads);
-        stored.push(self::stored(after, at, events));
-    }
-    let Columns {
-        seqs,
-        actors,
-        kinds,
-        payloads,
-    } = all;
-    sqlx::query(
-        "INSERT INTO match_events (match_id, seq, at, actor, kind, payload)
-         SELECT match_id, seq, $1, actor, kind, payload
-         FROM UNNEST($2::uuid[], $3::bigint[], $4::uuid[], $5::text[], $6::jsonb[])
-              AS e(match_id, seq, actor, kind, payload)",
-    )
-    .bind(at)
-    .bind(&ids)
-    .bind(&seqs)
-    .bind(&actors)
-    .bind(&kinds)
-    .bind(&payloads)
-    .execute(db)
-    .await?;
-    Ok(stored)
 }
 
 /// Events of a match after `after`, in order, at most `limit`.
@@ -161,18 +126,4 @@ pub async fn count_all(db: impl PgExecutor<'_>) -> Result<i64, StoreError> {
     Ok(sqlx::query_scalar("SELECT count(*) FROM match_events")
         .fetch_one(db)
         .await?)
-}
-
-/// Announces every `match_id:seq` of `payloads` on `channel`, delivered at commit.
-pub async fn notify_many(
-    db: impl PgExecutor<'_>,
-    channel: &str,
-    payloads: &[String],
-) -> Result<(), StoreError> {
-    sqlx::query("SELECT pg_notify($1, payload) FROM UNNEST($2::text[]) AS payload")
-        .bind(channel)
-        .bind(payloads)
-        .execute(db)
-        .await?;
-    Ok(())
 }

@@ -36,6 +36,91 @@ pub async fn claim(
     Ok(claimed.rows_affected() == 1)
 }
 
+/// A player's key, as the write path gives it back.
+pub struct KeyRef<'a> {
+    pub player: Uuid,
+    pub key: &'a str,
+}
+
+/// The first answer to record under a claimed key.
+pub struct Answer<'a> {
+    pub player: Uuid,
+    pub key: &'a str,
+    pub response: &'a Value,
+}
+
+pub(super) struct KeyColumns<'a> {
+    pub players: Vec<Uuid>,
+    pub keys: Vec<&'a str>,
+}
+
+impl<'a> KeyColumns<'a> {
+    pub(super) fn of(keys: &[KeyRef<'a>]) -> Self {
+        KeyColumns {
+            players: keys.iter().map(|k| k.player).collect(),
+            keys: keys.iter().map(|k| k.key).collect(),
+        }
+    }
+}
+
+pub(super) struct AnswerColumns<'a> {
+    pub players: Vec<Uuid>,
+    pub keys: Vec<&'a str>,
+    pub responses: Vec<&'a Value>,
+}
+
+impl<'a> AnswerColumns<'a> {
+    pub(super) fn of(answers: &[Answer<'a>]) -> Self {
+        AnswerColumns {
+            players: answers.iter().map(|a| a.player).collect(),
+            keys: answers.iter().map(|a| a.key).collect(),
+            responses: answers.iter().map(|a| a.response).collect(),
+        }
+    }
+}
+
+/// A key to claim for one request.
+pub struct Claim<'a> {
+    pub player: Uuid,
+    pub key: &'a str,
+    pub request_hash: &'a str,
+}
+
+/// Claims several keys in one statement, in (player, key) order so two transactions
+/// claiming overlapping keys wait for each other in the same order and never deadlock.
+/// Returns which of `claims` were claimed here (the others were used before).
+pub async fn claim_many(
+    db: impl PgExecutor<'_>,
+    claims: &[Claim<'_>],
+) -> Result<Vec<bool>, StoreError> {
+    let players: Vec<Uuid> = claims.iter().map(|c| c.player).collect();
+    let keys: Vec<&str> = claims.iter().map(|c| c.key).collect();
+    let hashes: Vec<&str> = claims.iter().map(|c| c.request_hash).collect();
+    let rows = sqlx::query(
+        "INSERT INTO idempotency_keys (player_id, key, request_hash)
+         SELECT player_id, key, request_hash
+         FROM UNNEST($1::uuid[], $2::text[], $3::text[]) AS c(player_id, key, request_hash)
+         ORDER BY player_id, key
+         ON CONFLICT (player_id, key) DO NOTHING
+         RETURNING player_id, key",
+    )
+    .bind(&players)
+    .bind(&keys)
+    .bind(&hashes)
+    .fetch_all(db)
+    .await?;
+    let mut claimed = std::collections::HashSet::with_capacity(rows.len());
+    for row in rows {
+        let player: Uuid = row.try_get("player_id")?;
+        let key: String = row.try_get("key")?;
+        claimed.insert((player, key));
+    }
+    Ok(claims
+        .iter()
+        .map(|c| claimed.contains(&(c.player, c.key.to_owned())))
+        .collect())
+}
+
 /// Records the answer for a claimed key, in the same transaction as the command.
 pub async fn finish(
     db: impl PgExecutor<'_>,

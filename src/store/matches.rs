@@ -43,29 +43,38 @@ fn snapshot_json(state: &Match) -> Result<Json<Snapshot>, StoreError> {
     Ok(Json(state.snapshot()))
 }
 
-/// Inserts a new match row (its first event is appended by the caller).
+/// Inserts a new match row in `state` after its first `last_seq` events, which the caller
+/// appends in the same transaction.
 pub async fn insert(
     db: impl PgExecutor<'_>,
     id: Uuid,
     state: &Match,
+    last_seq: i64,
     at: DateTime<Utc>,
 ) -> Result<(), StoreError> {
     let creator = state
         .player(0)
         .ok_or_else(|| StoreError::Corrupt("no creator".into()))?;
+    let row = columns(state)?;
     sqlx::query(
-        "INSERT INTO matches (id, ruleset, ranked, phase, creator, invited, deadline, last_seq,
-                              snapshot, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9, $9)",
+        "INSERT INTO matches (id, ruleset, ranked, phase, creator, joiner, invited, turn,
+                              deadline, wake_at, winner, reason, last_seq, snapshot,
+                              created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10, $11, $12, $13, $14, $14)",
     )
     .bind(id)
     .bind(state.rules.ruleset.as_str())
     .bind(state.ranked)
-    .bind(state.phase.as_str())
+    .bind(row.phase)
     .bind(creator)
+    .bind(row.joiner)
     .bind(state.invited)
-    .bind(state.deadline)
-    .bind(snapshot_json(state)?)
+    .bind(row.turn)
+    .bind(row.deadline)
+    .bind(row.winner)
+    .bind(row.reason)
+    .bind(last_seq)
+    .bind(row.snapshot)
     .bind(at)
     .execute(db)
     .await
@@ -87,6 +96,42 @@ pub async fn lock(
     .await?;
     row.map(|row| Ok((decode(&row)?, row.try_get("now")?)))
         .transpose()
+}
+
+/// A row the write path locked: the match, or why its row could not be read (one unreadable
+/// match must not fail the others locked with it).
+pub struct Locked {
+    pub id: Uuid,
+    pub row: Result<MatchRow, StoreError>,
+}
+
+/// Loads and locks the rows of `ids` in id order, so two transactions locking overlapping
+/// sets never deadlock; with the database's time. Ids without a row are left out.
+pub async fn lock_many(
+    db: impl PgExecutor<'_>,
+    ids: &[Uuid],
+) -> Result<(Vec<Locked>, Option<DateTime<Utc>>), StoreError> {
+    let rows = sqlx::query(
+        "SELECT id, snapshot, last_seq, created_at, clock_timestamp() AS now
+         FROM matches WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+    )
+    .bind(ids)
+    .fetch_all(db)
+    .await?;
+    let now = match rows.last() {
+        Some(row) => Some(row.try_get("now")?),
+        None => None,
+    };
+    let locked = rows
+        .iter()
+        .map(|row| {
+            Ok(Locked {
+                id: row.try_get("id")?,
+                row: decode(row),
+            })
+        })
+        .collect::<Result<_, StoreError>>()?;
+    Ok((locked, now))
 }
 
 /// Loads a match row without locking it.
@@ -121,120 +166,155 @@ fn columns(state: &Match) -> Result<Columns, StoreError> {
     })
 }
 
-/// Writes a match's new state after appending events up to `last_seq`.
-pub async fn update(
-    db: impl PgExecutor<'_>,
-    id: Uuid,
-    state: &Match,
-    last_seq: i64,
-    at: DateTime<Utc>,
-) -> Result<(), StoreError> {
-    update_many(db, &[(id, state, last_seq)], at).await
+/// A match row's new state after its events up to `last_seq`.
+pub struct RowWrite<'a> {
+    pub id: Uuid,
+    pub state: &'a Match,
+    pub last_seq: i64,
 }
 
-/// Appends `events` after `after`, writes the match's new state, and announces
-/// `match_id:last_seq` on `channel` at commit — one statement, so a command costs one round
-/// trip for all three.
-pub async fn record(
+/// Events to append to a match's log after seq `after`.
+pub struct Append<'a> {
+    pub match_id: Uuid,
+    pub after: i64,
+    pub events: &'a [Event],
+}
+
+/// Everything one write of the write path stores, in one statement: the events appended to
+/// every changed match, the rows' new state, the answers recorded under idempotency keys and
+/// the keys given back, and one notification listing every `match_id:last_seq`.
+pub struct Write<'a> {
+    pub appends: &'a [Append<'a>],
+    pub rows: &'a [RowWrite<'a>],
+    pub answers: &'a [super::idempotency::Answer<'a>],
+    pub releases: &'a [super::idempotency::KeyRef<'a>],
+    pub channel: &'a str,
+    pub announcements: &'a [String],
+}
+
+/// Stores a [`Write`] in one round trip and returns the stored events of each append.
+pub async fn write(
     db: impl PgExecutor<'_>,
-    id: Uuid,
-    after: i64,
     at: DateTime<Utc>,
-    events: &[Event],
-    state: &Match,
-    channel: &str,
-) -> Result<Vec<StoredEvent>, StoreError> {
-    let columns = super::events::columns(after, events)?;
-    let last_seq = after + i64::try_from(events.len()).unwrap_or(i64::MAX);
-    let row = self::columns(state)?;
+    batch: &Write<'_>,
+) -> Result<Vec<Vec<StoredEvent>>, StoreError> {
+    let total = batch.appends.iter().map(|a| a.events.len()).sum();
+    let mut event_matches = Vec::with_capacity(total);
+    let mut all = super::events::Columns::with_capacity(total);
+    let mut stored = Vec::with_capacity(batch.appends.len());
+    for append in batch.appends {
+        let these = super::events::columns(append.after, append.events)?;
+        event_matches.extend(std::iter::repeat_n(append.match_id, append.events.len()));
+        all.extend(these);
+        stored.push(super::events::stored(append.after, at, append.events));
+    }
+    let rows = RowColumns::of(batch.rows)?;
+    let answers = super::idempotency::AnswerColumns::of(batch.answers);
+    let releases = super::idempotency::KeyColumns::of(batch.releases);
     sqlx::query(
         "WITH appended AS (
              INSERT INTO match_events (match_id, seq, at, actor, kind, payload)
-             SELECT $1, seq, $2, actor, kind, payload
-             FROM UNNEST($3::bigint[], $4::uuid[], $5::text[], $6::jsonb[])
-                  AS e(seq, actor, kind, payload)
-             RETURNING seq
+             SELECT match_id, seq, $1, actor, kind, payload
+             FROM UNNEST($2::uuid[], $3::bigint[], $4::uuid[], $5::text[], $6::jsonb[])
+                  AS e(match_id, seq, actor, kind, payload)
+             RETURNING 1
          ), updated AS (
-             UPDATE matches SET phase = $7, joiner = $8, turn = $9, deadline = $10, winner = $11,
-                    reason = $12, last_seq = $13, snapshot = $14, updated_at = $2
-             WHERE id = $1
-             RETURNING id
+             UPDATE matches SET phase = u.phase, joiner = u.joiner, turn = u.turn,
+                    deadline = u.deadline,
+                    wake_at = CASE WHEN u.deadline IS NULL THEN NULL
+                                   WHEN matches.wake_at IS NULL OR u.deadline < matches.wake_at
+                                   THEN u.deadline
+                                   ELSE matches.wake_at END,
+                    winner = u.winner, reason = u.reason,
+                    last_seq = u.last_seq, snapshot = u.snapshot, updated_at = $1
+             FROM UNNEST($7::uuid[], $8::text[], $9::uuid[], $10::uuid[], $11::timestamptz[],
+                         $12::uuid[], $13::text[], $14::bigint[], $15::jsonb[])
+                  AS u(id, phase, joiner, turn, deadline, winner, reason, last_seq, snapshot)
+             WHERE matches.id = u.id
+             RETURNING 1
+         ), answered AS (
+             UPDATE idempotency_keys SET response = a.response
+             FROM UNNEST($16::uuid[], $17::text[], $18::jsonb[]) AS a(player_id, key, response)
+             WHERE idempotency_keys.player_id = a.player_id AND idempotency_keys.key = a.key
+             RETURNING 1
+         ), released AS (
+             DELETE FROM idempotency_keys USING UNNEST($19::uuid[], $20::text[]) AS r(player_id, key)
+             WHERE idempotency_keys.player_id = r.player_id AND idempotency_keys.key = r.key
+             RETURNING 1
          )
-         SELECT (SELECT count(*) FROM appended) AS appended,
-                (SELECT count(*) FROM updated) AS updated,
-                pg_notify($15, $1::text || ':' || $13::text)",
+         SELECT (SELECT count(*) FROM appended), (SELECT count(*) FROM updated),
+                (SELECT count(*) FROM answered), (SELECT count(*) FROM released),
+                (SELECT count(pg_notify($21, payload)) FROM UNNEST($22::text[]) AS payload)",
     )
-    .bind(id)
     .bind(at)
-    .bind(&columns.seqs)
-    .bind(&columns.actors)
-    .bind(&columns.kinds)
-    .bind(&columns.payloads)
-    .bind(row.phase)
-    .bind(row.joiner)
-    .bind(row.turn)
-    .bind(row.deadline)
-    .bind(row.winner)
-    .bind(row.reason)
-    .bind(last_seq)
-    .bind(row.snapshot)
-    .bind(channel)
+    .bind(&event_matches)
+    .bind(&all.seqs)
+    .bind(&all.actors)
+    .bind(&all.kinds)
+    .bind(&all.payloads)
+    .bind(&rows.ids)
+    .bind(&rows.phases)
+    .bind(&rows.joiners)
+    .bind(&rows.turns)
+    .bind(&rows.deadlines)
+    .bind(&rows.winners)
+    .bind(&rows.reasons)
+    .bind(&rows.seqs)
+    .bind(&rows.snapshots)
+    .bind(&answers.players)
+    .bind(&answers.keys)
+    .bind(&answers.responses)
+    .bind(&releases.players)
+    .bind(&releases.keys)
+    .bind(batch.channel)
+    .bind(batch.announcements)
     .execute(db)
     .await
     .map_err(classify)?;
-    Ok(super::events::stored(after, at, events))
+    Ok(stored)
 }
 
-/// [`update`] for several matches in one statement: each `(id, state, last_seq)`.
-pub async fn update_many(
-    db: impl PgExecutor<'_>,
-    batch: &[(Uuid, &Match, i64)],
-    at: DateTime<Utc>,
-) -> Result<(), StoreError> {
-    let mut ids = Vec::with_capacity(batch.len());
-    let mut phases = Vec::with_capacity(batch.len());
-    let mut joiners = Vec::with_capacity(batch.len());
-    let mut turns = Vec::with_capacity(batch.len());
-    let mut deadlines = Vec::with_capacity(batch.len());
-    let mut winners = Vec::with_capacity(batch.len());
-    let mut reasons = Vec::with_capacity(batch.len());
-    let mut seqs = Vec::with_capacity(batch.len());
-    let mut snapshots = Vec::with_capacity(batch.len());
-    for &(id, state, last_seq) in batch {
-        let row = columns(state)?;
-        ids.push(id);
-        phases.push(row.phase);
-        joiners.push(row.joiner);
-        turns.push(row.turn);
-        deadlines.push(row.deadline);
-        winners.push(row.winner);
-        reasons.push(row.reason);
-        seqs.push(last_seq);
-        snapshots.push(row.snapshot);
+/// The state columns of several rows, as arrays for one `UNNEST` update.
+struct RowColumns {
+    ids: Vec<Uuid>,
+    phases: Vec<&'static str>,
+    joiners: Vec<Option<Uuid>>,
+    turns: Vec<Option<Uuid>>,
+    deadlines: Vec<Option<DateTime<Utc>>>,
+    winners: Vec<Option<Uuid>>,
+    reasons: Vec<Option<String>>,
+    seqs: Vec<i64>,
+    snapshots: Vec<Json<Snapshot>>,
+}
+
+impl RowColumns {
+    fn of(rows: &[RowWrite<'_>]) -> Result<Self, StoreError> {
+        let n = rows.len();
+        let mut columns = RowColumns {
+            ids: Vec::with_capacity(n),
+            phases: Vec::with_capacity(n),
+            joiners: Vec::with_capacity(n),
+            turns: Vec::with_capacity(n),
+            deadlines: Vec::with_capacity(n),
+            winners: Vec::with_capacity(n),
+            reasons: Vec::with_capacity(n),
+            seqs: Vec::with_capacity(n),
+            snapshots: Vec::with_capacity(n),
+        };
+        for row in rows {
+            let copy = self::columns(row.state)?;
+            columns.ids.push(row.id);
+            columns.phases.push(copy.phase);
+            columns.joiners.push(copy.joiner);
+            columns.turns.push(copy.turn);
+            columns.deadlines.push(copy.deadline);
+            columns.winners.push(copy.winner);
+            columns.reasons.push(copy.reason);
+            columns.seqs.push(row.last_seq);
+            columns.snapshots.push(copy.snapshot);
+        }
+        Ok(columns)
     }
-    sqlx::query(
-        "UPDATE matches SET phase = u.phase, joiner = u.joiner, turn = u.turn,
-                deadline = u.deadline, winner = u.winner, reason = u.reason,
-                last_seq = u.last_seq, snapshot = u.snapshot, updated_at = $1
-         FROM UNNEST($2::uuid[], $3::text[], $4::uuid[], $5::uuid[], $6::timestamptz[],
-                     $7::uuid[], $8::text[], $9::bigint[], $10::jsonb[])
-              AS u(id, phase, joiner, turn, deadline, winner, reason, last_seq, snapshot)
-         WHERE matches.id = u.id",
-    )
-    .bind(at)
-    .bind(&ids)
-    .bind(&phases)
-    .bind(&joiners)
-    .bind(&turns)
-    .bind(&deadlines)
-    .bind(&winners)
-    .bind(&reasons)
-    .bind(&seqs)
-    .bind(&snapshots)
-    .execute(db)
-    .await
-    .map_err(classify)?;
-    Ok(())
 }
 
 /// How many matches `creator` has waiting for an opponent. Locks the creator's row first
@@ -294,24 +374,18 @@ pub async fn list_for_player(
     rows.iter().map(decode).collect()
 }
 
-/// A match claimed by the clock: its row, or why the row could not be read (one unreadable
-/// match must not stop every other clock).
-pub struct Claimed {
-    pub id: Uuid,
-    pub row: Result<MatchRow, StoreError>,
-}
-
-/// Matches whose clock has run out by `now`, earliest first, locked for this transaction;
-/// rows another transaction holds are skipped, not waited for. Each row is read as locked,
-/// so a command that committed first is seen.
+/// Matches whose clock may have run out by `now` (their `wake_at`, a lower bound of the
+/// deadline, has passed), earliest first, locked for this transaction; rows another
+/// transaction holds are skipped, not waited for. Each row is read as locked, so a command
+/// that committed first is seen; the caller expires the due ones and [`rearm`]s the rest.
 pub async fn claim_due(
     db: impl PgExecutor<'_>,
     now: DateTime<Utc>,
     limit: i64,
-) -> Result<Vec<Claimed>, StoreError> {
+) -> Result<Vec<Locked>, StoreError> {
     let rows = sqlx::query(
-        "SELECT id, snapshot, last_seq, created_at FROM matches WHERE deadline <= $1
-         ORDER BY deadline LIMIT $2 FOR UPDATE SKIP LOCKED",
+        "SELECT id, snapshot, last_seq, created_at FROM matches WHERE wake_at <= $1
+         ORDER BY wake_at LIMIT $2 FOR UPDATE SKIP LOCKED",
     )
     .bind(now)
     .bind(limit)
@@ -319,7 +393,7 @@ pub async fn claim_due(
     .await?;
     rows.iter()
         .map(|row| {
-            Ok(Claimed {
+            Ok(Locked {
                 id: row.try_get("id")?,
                 row: decode(row),
             })
@@ -327,13 +401,24 @@ pub async fn claim_due(
         .collect()
 }
 
-/// The earliest armed deadline of any match.
-pub async fn earliest_deadline(
+/// Sets each claimed match's `wake_at` to its real deadline: the clock woke for it early,
+/// because commands moved the deadline later since.
+pub async fn rearm(
     db: impl PgExecutor<'_>,
-) -> Result<Option<DateTime<Utc>>, StoreError> {
-    Ok(sqlx::query_scalar("SELECT min(deadline) FROM matches")
-        .fetch_one(db)
-        .await?)
+    rows: &[(Uuid, Option<DateTime<Utc>>)],
+) -> Result<(), StoreError> {
+    let ids: Vec<Uuid> = rows.iter().map(|(id, _)| *id).collect();
+    let deadlines: Vec<Option<DateTime<Utc>>> = rows.iter().map(|(_, d)| *d).collect();
+    sqlx::query(
+        "UPDATE matches SET wake_at = r.deadline
+         FROM UNNEST($1::uuid[], $2::timestamptz[]) AS r(id, deadline)
+         WHERE matches.id = r.id",
+    )
+    .bind(&ids)
+    .bind(&deadlines)
+    .execute(db)
+    .await?;
+    Ok(())
 }
 
 /// Count of matches per phase, for metrics.
@@ -360,12 +445,13 @@ pub async fn with_deadline_after(
     db: impl PgExecutor<'_>,
     since: DateTime<Utc>,
 ) -> Result<Vec<(Uuid, DateTime<Utc>)>, StoreError> {
-    Ok(
-        sqlx::query_as("SELECT id, deadline FROM matches WHERE deadline > $1 ORDER BY deadline")
-            .bind(since)
-            .fetch_all(db)
-            .await?,
+    Ok(sqlx::query_as(
+        "SELECT id, deadline FROM matches
+             WHERE wake_at IS NOT NULL AND deadline > $1 ORDER BY deadline",
     )
+    .bind(since)
+    .fetch_all(db)
+    .await?)
 }
 
 /// The latest sequence number of each of `ids` (one query for any number of matches).

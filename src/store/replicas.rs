@@ -20,7 +20,8 @@ pub struct Plan {
 }
 
 /// Stamps this replica alive and, in the same statement, reads the database time and the
-/// earliest armed deadline: the clock task's whole idle cost is this one query.
+/// earliest wake-up of any clock (see `matches::claim_due`): the clock task's whole idle
+/// cost is this one query.
 pub async fn beat_and_plan(
     db: impl PgExecutor<'_>,
     replica: Uuid,
@@ -35,7 +36,7 @@ pub async fn beat_and_plan(
                   ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen
                   RETURNING id
               )
-         SELECT clock_timestamp() AS now, (SELECT min(deadline) FROM matches) AS next,
+         SELECT clock_timestamp() AS now, (SELECT min(wake_at) FROM matches) AS next,
                 EXISTS (SELECT 1 FROM beat) AS alive",
     )
     .bind(replica)

@@ -5,11 +5,11 @@
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sqlx::PgPool;
+use statki::app::{App, GameSettings};
 use statki::auth::Tokens;
 use statki::engine::Clock;
 use statki::http::{self, HttpSettings};
 use statki::live::{Hub, HubSettings};
-use statki::service::{GameSettings, Service};
 
 pub const SECRET: &[u8] = b"test-secret-for-statki-tests-32-bytes-at-least";
 
@@ -17,7 +17,7 @@ pub struct TestApp {
     pub address: String,
     pub client: reqwest::Client,
     pub pool: PgPool,
-    pub service: Service,
+    pub app: App,
     /// This app's own live hub, as each replica has one.
     pub live: Hub,
 }
@@ -90,9 +90,9 @@ pub async fn spawn_app_served(
     connection_settings: http::server::ConnectionSettings,
 ) -> TestApp {
     statki::store::migrate(&pool).await.expect("migrations");
-    let service = Service::new(pool.clone(), settings, Tokens::new(SECRET).expect("keys"));
+    let core = App::new(pool.clone(), settings, Tokens::new(SECRET).expect("keys"));
     let live = Hub::start(&pool, live);
-    let app = http::app(http::state(service.clone(), live.clone()), &http_settings);
+    let app = http::app(http::state(core.clone(), live.clone()), &http_settings);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -108,7 +108,7 @@ pub async fn spawn_app_served(
         address,
         client: reqwest::Client::new(),
         pool,
-        service,
+        app: core,
         live,
     }
 }

@@ -20,13 +20,15 @@ pub async fn db_now(app: &TestApp) -> DateTime<Utc> {
 /// Runs the clock task's sweep as if `seconds` had passed.
 pub async fn clock_ahead(app: &TestApp, seconds: i64) -> usize {
     let now = db_now(app).await + chrono::Duration::seconds(seconds);
-    statki::clock::sweep(&app.service, now).await.unwrap()
+    statki::clock::sweep(&app.app, now).await.unwrap()
 }
 
 /// Runs the matchmaking sweep as if `seconds` had passed.
-pub async fn matchmaking_ahead(app: &TestApp, seconds: i64) -> statki::matchmaking::Sweep {
+pub async fn matchmaking_ahead(app: &TestApp, seconds: i64) -> statki::app::matchmaking::Sweep {
     let now = db_now(app).await + chrono::Duration::seconds(seconds);
-    statki::matchmaking::sweep(&app.service, now).await.unwrap()
+    statki::app::matchmaking::sweep(&app.app, now)
+        .await
+        .unwrap()
 }
 
 /// `a` creates a match with `body`, `b` joins it: placement is under way.

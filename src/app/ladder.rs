@@ -13,10 +13,10 @@ use sqlx::{PgConnection, PgExecutor};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::{AppError, Result};
 use crate::engine::{
     Event, FinishReason, Match, MatchResult, Phase, Rating, RatingChange, RuleSetId, Score,
 };
-use crate::service::{Result, ServiceError};
 use crate::store::{StoredEvent, ratings};
 
 /// A player is provisional while their deviation is above this. From the start (350) it
@@ -151,9 +151,9 @@ pub async fn settle(
         let standing = standings
             .iter()
             .find(|standing| standing.player_id == player)
-            .ok_or_else(|| ServiceError::Corrupt(format!("no standing for {player}")))?;
+            .ok_or_else(|| AppError::Corrupt(format!("no standing for {player}")))?;
         let games = u32::try_from(standing.games)
-            .map_err(|_| ServiceError::Corrupt("negative game count".into()))?;
+            .map_err(|_| AppError::Corrupt("negative game count".into()))?;
         Ok((player, standing.rating, games))
     };
     Ok(changes(state, [before(first)?, before(second)?])
@@ -280,8 +280,20 @@ pub fn parse_cursor(text: &str) -> Option<(f64, Uuid)> {
     Some((rating, Uuid::try_parse(player).ok()?))
 }
 
+impl super::App {
+    /// One page of `ruleset`'s ladder after `after`, at most `limit` (1 to [`PAGE_MAX`]).
+    pub async fn ladder_page(
+        &self,
+        ruleset: RuleSetId,
+        after: Option<(f64, Uuid)>,
+        limit: i64,
+    ) -> Result<LadderPage> {
+        page(self.pool(), ruleset, after, limit).await
+    }
+}
+
 /// One page of `ruleset`'s ladder after `after`, at most `limit` (1 to [`PAGE_MAX`]).
-pub async fn page(
+async fn page(
     db: impl PgExecutor<'_>,
     ruleset: RuleSetId,
     after: Option<(f64, Uuid)>,

@@ -17,10 +17,12 @@ use tokio::sync::watch;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::idempotency::{Answer, Idempotency, claim_or_replay, remember};
+use super::write::{self, Change, push_notices};
+use super::{App, AppError, NewMatch, Result};
 use crate::engine::{Command, Draw, Match, MatchRules, Phase, Refusal, RuleSetId};
-use crate::service::{EVENTS_CHANNEL, Idempotency, NewMatch, Service, ServiceError};
 use crate::store::queue::{self, Entry, Window};
-use crate::store::{StoreError, idempotency, matches, notices, ratings, rematch};
+use crate::store::{matches, notices, ratings, rematch};
 
 /// How far apart two ratings may be to pair: 100 points at first, 5 more for every second
 /// the longer-waiting player has waited, at most 1000 (reached after three minutes).
@@ -41,41 +43,6 @@ pub const SWEEP_INTERVAL: Duration = Duration::from_secs(2);
 pub const SWEEP_BATCH: i64 = 1000;
 /// The advisory lock that lets one replica sweep at a time.
 const SWEEP_LOCK: i64 = 0x7374_6174_6b69_0002;
-
-/// Why a queue or rematch request was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum MatchmakingError {
-    #[error("you are already waiting in the queue; leave it first to change rule set")]
-    AlreadyQueued,
-    #[error("you are not waiting in the queue")]
-    NotQueued,
-    #[error("you are playing a match; finish it before queueing")]
-    InMatch,
-    #[error("no rematch: {0}")]
-    RematchUnavailable(&'static str),
-    #[error(transparent)]
-    Service(#[from] ServiceError),
-}
-
-impl From<StoreError> for MatchmakingError {
-    fn from(error: StoreError) -> Self {
-        MatchmakingError::Service(error.into())
-    }
-}
-
-impl From<sqlx::Error> for MatchmakingError {
-    fn from(error: sqlx::Error) -> Self {
-        MatchmakingError::Service(error.into())
-    }
-}
-
-impl From<Refusal> for MatchmakingError {
-    fn from(refusal: Refusal) -> Self {
-        MatchmakingError::Service(refusal.into())
-    }
-}
-
-pub type Result<T, E = MatchmakingError> = std::result::Result<T, E>;
 
 /// The caller's place in the queue.
 #[derive(Clone, Debug, Serialize, ToSchema)]
@@ -153,15 +120,10 @@ async fn in_live_match(conn: &mut PgConnection, player: Uuid) -> Result<bool> {
     Ok(matches::in_live_match(conn, player).await?)
 }
 
-fn to_json<T: Serialize>(value: &T) -> Result<Value> {
-    serde_json::to_value(value)
-        .map_err(|e| MatchmakingError::Service(ServiceError::Corrupt(e.to_string())))
-}
-
 /// Starts a match between `first` (seat 0) and `second` (seat 1) with the placement clock
-/// running, inside the caller's transaction, and announces its events at commit. Returns
-/// the new match's id.
-pub async fn start_match(
+/// running, inside the caller's transaction, through the write path. Returns the new
+/// match's id; the use case tells the players.
+pub(crate) async fn start_match(
     conn: &mut PgConnection,
     rules: MatchRules,
     ranked: bool,
@@ -171,31 +133,18 @@ pub async fn start_match(
 ) -> Result<Uuid> {
     // The invitation names the opponent, so the log shows the match was arranged for two.
     let created = Match::create(first, rules, ranked, Some(second), now)?;
-    let mut state = Match::fold([&created])
-        .map_err(|e| MatchmakingError::Service(ServiceError::Corrupt(e.to_string())))?;
+    let state = Match::fold([&created]).map_err(|e| AppError::Corrupt(e.to_string()))?;
     let draw = Draw {
         coin: rand::random(),
         salt: rand::random(),
     };
     let joined = state.decide(second, &Command::Join, now, draw)?;
-    state.evolve_all(&joined);
-    let mut all = vec![created];
-    all.extend(joined);
+    let mut events = vec![created];
+    events.extend(joined);
     let id = Uuid::now_v7();
-    matches::insert(&mut *conn, id, &state, now).await?;
-    matches::record(&mut *conn, id, 0, now, &all, &state, EVENTS_CHANNEL).await?;
+    write::apply(conn, vec![Change::new_match(id, events)?], now).await?;
     metrics::counter!("statki_matches_arranged_total").increment(1);
     Ok(id)
-}
-
-/// Pushes notices in player-id order: every transaction that notifies several players
-/// takes their feed locks in the same order, so two of them never deadlock.
-async fn push_all(conn: &mut PgConnection, mut notes: Vec<(Uuid, &str, Value)>) -> Result<()> {
-    notes.sort_by_key(|(player, _, _)| *player);
-    for (player, kind, payload) in &notes {
-        notices::push(&mut *conn, *player, kind, payload).await?;
-    }
-    Ok(())
 }
 
 /// Starts the ranked match of a pair (`first` waited longer) and tells both.
@@ -218,48 +167,49 @@ async fn pair(
     Ok(match_id)
 }
 
-fn ranked_rules(service: &Service, ruleset: RuleSetId) -> Result<MatchRules> {
-    Ok(service.resolve_rules(&NewMatch {
+fn ranked_rules(app: &App, ruleset: RuleSetId) -> Result<MatchRules> {
+    app.resolve_rules(&NewMatch {
         ruleset: Some(ruleset.as_str().to_owned()),
         ranked: true,
         options: None,
         clock: None,
         opponent: None,
-    })?)
+    })
 }
 
 /// Puts `player` in the ranked queue of `ruleset` and pairs them at once when a waiting
 /// player's window reaches their rating. Returns the queue state as answered.
+#[tracing::instrument(skip(app, idempotency))]
 pub async fn join(
-    service: &Service,
+    app: &App,
     player: Uuid,
     ruleset: &str,
     idempotency: Option<&Idempotency>,
-) -> Result<Value> {
-    let id = RuleSetId::parse(ruleset)
-        .ok_or_else(|| ServiceError::UnknownRuleset(ruleset.to_owned()))?;
-    let rules = ranked_rules(service, id)?;
-    let mut tx = service.pool.begin().await?;
-    if let Some(answer) = crate::service::claim_or_replay(&mut tx, player, idempotency).await? {
-        return Ok(answer);
+) -> Result<Answer<QueueState>> {
+    let id =
+        RuleSetId::parse(ruleset).ok_or_else(|| AppError::UnknownRuleset(ruleset.to_owned()))?;
+    let rules = ranked_rules(app, id)?;
+    let mut tx = app.pool().begin().await?;
+    if let Some(answer) = claim_or_replay(&mut tx, player, idempotency).await? {
+        return Ok(Answer::Replayed(answer));
     }
     let now = db_now(&mut tx).await?;
     if in_live_match(&mut tx, player).await? {
-        return Err(MatchmakingError::InMatch);
+        return Err(AppError::InMatch);
     }
     let rating = ratings::get(&mut *tx, id.as_str(), player)
         .await?
-        .map_or_else(|| crate::ladder::initial().rating, |s| s.rating.rating);
+        .map_or_else(|| super::ladder::initial().rating, |s| s.rating.rating);
     let expires_at = now + chrono::Duration::seconds(QUEUE_SECONDS);
     if !queue::join(&mut *tx, player, id.as_str(), rating, now, expires_at).await? {
-        return Err(MatchmakingError::AlreadyQueued);
+        return Err(AppError::AlreadyQueued);
     }
     let partner = queue::claim_partner(&mut tx, player, id.as_str(), rating, now, WINDOW).await?;
     let state = match partner {
         Some(partner) => {
             let mut notes = Vec::new();
             let match_id = pair(&mut tx, rules, partner.player_id, player, now, &mut notes).await?;
-            push_all(&mut tx, notes).await?;
+            push_notices(&mut tx, notes).await?;
             QueueState::Paired {
                 ruleset: id,
                 match_id,
@@ -275,34 +225,31 @@ pub async fn join(
             waiting: queue::waiting(&mut *tx, id.as_str(), now).await?,
         },
     };
-    let response = to_json(&state)?;
-    if let Some(key) = idempotency {
-        idempotency::finish(&mut *tx, player, &key.key, &response).await?;
-    }
+    remember(&mut tx, player, idempotency, &state).await?;
     tx.commit().await?;
-    Ok(response)
+    Ok(Answer::Fresh(state))
 }
 
 /// Takes `player` out of the queue.
-pub async fn leave(service: &Service, player: Uuid) -> Result<QueueState> {
-    let mut tx = service.pool.begin().await?;
+pub async fn leave(app: &App, player: Uuid) -> Result<QueueState> {
+    let mut tx = app.pool().begin().await?;
     let now = db_now(&mut tx).await?;
     if !queue::leave(&mut *tx, player, now).await? {
-        return Err(MatchmakingError::NotQueued);
+        return Err(AppError::NotQueued);
     }
     tx.commit().await?;
     Ok(QueueState::Idle)
 }
 
 /// `player`'s place in the queue.
-pub async fn state(service: &Service, player: Uuid) -> Result<QueueState> {
-    let mut conn = service.pool.acquire().await?;
+pub async fn state(app: &App, player: Uuid) -> Result<QueueState> {
+    let mut conn = app.pool().acquire().await?;
     let now = db_now(&mut conn).await?;
     let Some(entry) = queue::get(&mut *conn, player).await? else {
         return Ok(QueueState::Idle);
     };
     let ruleset = RuleSetId::parse(&entry.ruleset)
-        .ok_or_else(|| ServiceError::Corrupt(format!("queued on `{}`", entry.ruleset)))?;
+        .ok_or_else(|| AppError::Corrupt(format!("queued on `{}`", entry.ruleset)))?;
     Ok(match (entry.match_id, entry.paired_at) {
         (Some(match_id), Some(paired_at)) => QueueState::Paired {
             ruleset,
@@ -331,8 +278,9 @@ pub struct Sweep {
 /// One sweep, deciding by `now` (tests pass a later time to see windows widen): drops
 /// expired entries and offers, and pairs waiting players. Matches start on the database's
 /// clock. Skipped when another replica is sweeping.
-pub async fn sweep(service: &Service, now: DateTime<Utc>) -> Result<Sweep> {
-    let mut tx = service.pool.begin().await?;
+#[tracing::instrument(skip(app))]
+pub async fn sweep(app: &App, now: DateTime<Utc>) -> Result<Sweep> {
+    let mut tx = app.pool().begin().await?;
     let mine = crate::store::try_advisory_xact_lock(&mut *tx, SWEEP_LOCK).await?;
     if !mine {
         return Ok(Sweep::default());
@@ -348,11 +296,11 @@ pub async fn sweep(service: &Service, now: DateTime<Utc>) -> Result<Sweep> {
         let Some(ruleset) = RuleSetId::parse(&entries[a].ruleset) else {
             continue;
         };
-        let rules = ranked_rules(service, ruleset)?;
+        let rules = ranked_rules(app, ruleset)?;
         let (first, second) = (entries[a].player_id, entries[b].player_id);
         pair(&mut tx, rules, first, second, started, &mut notes).await?;
     }
-    push_all(&mut tx, notes).await?;
+    push_notices(&mut tx, notes).await?;
     tx.commit().await?;
     if !plan.is_empty() {
         metrics::counter!("statki_queue_pairs_total").increment(plan.len() as u64);
@@ -364,12 +312,12 @@ pub async fn sweep(service: &Service, now: DateTime<Utc>) -> Result<Sweep> {
 }
 
 /// The sweep task of one replica, until `stop` turns true.
-pub async fn run(service: Service, mut stop: watch::Receiver<bool>) {
+pub async fn run(app: App, mut stop: watch::Receiver<bool>) {
     loop {
-        let now = crate::store::now(&service.pool).await;
+        let now = app.now().await;
         match now {
             Ok(now) => {
-                if let Err(error) = sweep(&service, now).await {
+                if let Err(error) = sweep(&app, now).await {
                     tracing::error!(%error, "matchmaking sweep failed");
                 }
             }
@@ -413,11 +361,11 @@ pub struct RematchState {
 }
 
 /// The rematch state of `match_id`, as anyone may see it.
-pub async fn rematch_state(service: &Service, match_id: Uuid) -> Result<RematchState> {
-    let mut conn = service.pool.acquire().await?;
+pub async fn rematch_state(app: &App, match_id: Uuid) -> Result<RematchState> {
+    let mut conn = app.pool().acquire().await?;
     matches::get(&mut *conn, match_id)
         .await?
-        .ok_or(ServiceError::NotFound("match"))?;
+        .ok_or(AppError::NotFound("match"))?;
     let now = db_now(&mut conn).await?;
     if let Some(rematch_id) = rematch::started(&mut *conn, match_id).await? {
         return Ok(RematchState {
@@ -451,23 +399,22 @@ pub async fn rematch_state(service: &Service, match_id: Uuid) -> Result<RematchS
 /// the opponent; the opponent's ask while it stands starts the rematch, with the same rule
 /// set and rankedness and the seats swapped. Asking again is harmless: an offer is
 /// renewed, and after the start every ask answers the same new match.
-pub async fn ask_rematch(service: &Service, match_id: Uuid, player: Uuid) -> Result<RematchState> {
-    let mut tx = service.pool.begin().await?;
+#[tracing::instrument(skip(app))]
+pub async fn ask_rematch(app: &App, match_id: Uuid, player: Uuid) -> Result<RematchState> {
+    let mut tx = app.pool().begin().await?;
     let (row, now) = matches::lock(&mut *tx, match_id)
         .await?
-        .ok_or(ServiceError::NotFound("match"))?;
+        .ok_or(AppError::NotFound("match"))?;
     let state = &row.state;
     let seat = state.seat_of(player).ok_or(Refusal::NotAPlayer)?;
     if state.phase != Phase::Finished {
-        return Err(MatchmakingError::RematchUnavailable(
+        return Err(AppError::RematchUnavailable(
             "only a finished match can be played again",
         ));
     }
     let opponent = state
         .player(1 - seat)
-        .ok_or(MatchmakingError::RematchUnavailable(
-            "the match had no opponent",
-        ))?;
+        .ok_or(AppError::RematchUnavailable("the match had no opponent"))?;
     if let Some(rematch_id) = rematch::started(&mut *tx, match_id).await? {
         return Ok(RematchState {
             match_id,
@@ -483,7 +430,7 @@ pub async fn ask_rematch(service: &Service, match_id: Uuid, player: Uuid) -> Res
         // A ranked rematch is held to today's standard rules like any ranked match; an
         // unranked one keeps the house options and clocks the players chose.
         let rules = if ranked {
-            ranked_rules(service, ruleset)?
+            ranked_rules(app, ruleset)?
         } else {
             state.rules
         };
@@ -497,7 +444,7 @@ pub async fn ask_rematch(service: &Service, match_id: Uuid, player: Uuid) -> Res
         let payload = json!({
             "match_id": rematch_id, "previous": match_id, "ruleset": ruleset, "ranked": ranked,
         });
-        push_all(
+        push_notices(
             &mut tx,
             vec![
                 (first, "rematch_started", payload.clone()),

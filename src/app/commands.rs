@@ -1,0 +1,401 @@
+//! Player commands, group-committed: concurrent commands on different matches are decided
+//! together and stored in one transaction (one claim of idempotency keys, one lock of the
+//! match rows, one write statement, one commit), so the database does its per-transaction
+//! work once for the whole batch. Batching is natural: a lane takes whatever commands are
+//! waiting when it is free, so a lone command never waits for a timer, and while one lane
+//! commits the next batch gathers for another.
+//!
+//! A batch holds at most one command per match and per idempotency key; the rest wait for
+//! the next batch, so each answer is exactly the state its command produced. A command the
+//! engine refuses, or a retry answered from its key, changes nothing and never holds up or
+//! rolls back the others.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use sqlx::pool::PoolConnection;
+use sqlx::{Connection, PgConnection, PgPool, Postgres};
+use tokio::sync::{Mutex, mpsc, oneshot};
+use uuid::Uuid;
+
+use super::idempotency::{Answer, Idempotency, replay, to_json};
+use super::resources::{MatchResource, ShotAnswer};
+use super::write::{self, Change, Extras};
+use super::{AppError, Result};
+use crate::engine::{Command, Draw, Refusal};
+use crate::store::{self, StoreError, idempotency as keys, matches};
+
+/// Most commands one batch decides and stores together.
+pub const BATCH_MAX: usize = 256;
+/// Commands waiting for a lane; a request beyond waits to be queued.
+const QUEUE_CAPACITY: usize = 4_096;
+/// How often a batch that lost a deadlock to another replica is tried again.
+const DEADLOCK_RETRIES: usize = 3;
+
+/// What a command's caller is answered with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AnswerKind {
+    /// The caller's view of the match after the command.
+    View,
+    /// The shooter's answer to a shot.
+    Shot,
+}
+
+/// A command's answer, as rendered inside its batch.
+#[derive(Debug)]
+pub(crate) enum Reply {
+    View(Box<MatchResource>),
+    Shot(Box<ShotAnswer>),
+}
+
+impl serde::Serialize for Reply {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Reply::View(view) => view.serialize(serializer),
+            Reply::Shot(shot) => shot.serialize(serializer),
+        }
+    }
+}
+
+struct Job {
+    match_id: Uuid,
+    actor: Uuid,
+    command: Command,
+    key: Option<Idempotency>,
+    kind: AnswerKind,
+    reply: oneshot::Sender<Result<Answer<Reply>>>,
+}
+
+/// The handle requests submit commands through; lanes run until every handle is dropped.
+#[derive(Clone)]
+pub(crate) struct Committer {
+    jobs: mpsc::Sender<Job>,
+}
+
+impl Committer {
+    /// Starts `lanes` lanes on `pool`.
+    pub fn start(pool: PgPool, lanes: usize) -> Self {
+        let (jobs, queue) = mpsc::channel(QUEUE_CAPACITY);
+        let queue = Arc::new(Mutex::new(queue));
+        for _ in 0..lanes.max(1) {
+            tokio::spawn(lane(pool.clone(), queue.clone()));
+        }
+        Committer { jobs }
+    }
+
+    /// Runs `actor`'s command on `match_id` in the next batch and waits for its answer.
+    pub async fn submit(
+        &self,
+        match_id: Uuid,
+        actor: Uuid,
+        command: Command,
+        key: Option<Idempotency>,
+        kind: AnswerKind,
+    ) -> Result<Answer<Reply>> {
+        let (reply, answer) = oneshot::channel();
+        let job = Job {
+            match_id,
+            actor,
+            command,
+            key,
+            kind,
+            reply,
+        };
+        self.jobs
+            .send(job)
+            .await
+            .map_err(|_| AppError::ShuttingDown)?;
+        answer.await.map_err(|_| AppError::ShuttingDown)?
+    }
+}
+
+async fn lane(pool: PgPool, queue: Arc<Mutex<mpsc::Receiver<Job>>>) {
+    let mut waiting: Vec<Job> = Vec::new();
+    // The lane keeps one connection across batches (no acquire and health check per
+    // batch); a batch that fails gives it up, and the next takes a fresh one.
+    let mut connection: Option<PoolConnection<Postgres>> = None;
+    loop {
+        let mut jobs = std::mem::take(&mut waiting);
+        if jobs.is_empty() {
+            let mut queue = queue.lock().await;
+            match queue.recv().await {
+                Some(job) => jobs.push(job),
+                None => return,
+            }
+            gather(&mut queue, &mut jobs);
+        } else if let Ok(mut queue) = queue.try_lock() {
+            // Commands left over from the last batch go first; the lock may be held by a
+            // lane waiting for new commands, and they must not wait behind it.
+            gather(&mut queue, &mut jobs);
+        }
+        let (batch, later) = one_per_match_and_key(jobs);
+        waiting = later;
+        run(&pool, &mut connection, batch).await;
+    }
+}
+
+/// Adds whatever commands are waiting, up to a full batch.
+fn gather(queue: &mut mpsc::Receiver<Job>, jobs: &mut Vec<Job>) {
+    while jobs.len() < BATCH_MAX {
+        match queue.try_recv() {
+            Ok(job) => jobs.push(job),
+            Err(_) => break,
+        }
+    }
+}
+
+/// Splits `jobs` into a batch with at most one command per match and per idempotency key,
+/// in arrival order, and the rest.
+fn one_per_match_and_key(jobs: Vec<Job>) -> (Vec<Job>, Vec<Job>) {
+    let mut matches = HashSet::with_capacity(jobs.len());
+    let mut keys: HashSet<(Uuid, String)> = HashSet::new();
+    let (mut batch, mut later) = (Vec::with_capacity(jobs.len()), Vec::new());
+    for job in jobs {
+        let key_free = job
+            .key
+            .as_ref()
+            .is_none_or(|key| !keys.contains(&(job.actor, key.key.clone())));
+        if key_free && !matches.contains(&job.match_id) {
+            matches.insert(job.match_id);
+            if let Some(key) = &job.key {
+                keys.insert((job.actor, key.key.clone()));
+            }
+            batch.push(job);
+        } else {
+            later.push(job);
+        }
+    }
+    (batch, later)
+}
+
+#[tracing::instrument(skip_all, fields(batch = jobs.len()))]
+async fn run(pool: &PgPool, connection: &mut Option<PoolConnection<Postgres>>, jobs: Vec<Job>) {
+    let mut attempt = 0;
+    let outcomes = loop {
+        attempt += 1;
+        let outcome = match connection {
+            Some(conn) => execute(conn, &jobs).await,
+            None => match pool.acquire().await {
+                Ok(conn) => execute(connection.insert(conn), &jobs).await,
+                Err(error) => Err(error.into()),
+            },
+        };
+        if outcome.is_err() {
+            *connection = None;
+        }
+        match outcome {
+            Err(AppError::Database(sqlx::Error::Database(db)))
+                if db.code().as_deref() == Some("40P01") && attempt <= DEADLOCK_RETRIES =>
+            {
+                tracing::warn!(attempt, "a command batch lost a deadlock; trying it again");
+            }
+            other => break other,
+        }
+    };
+    metrics::histogram!("statki_command_batch_size").record(jobs.len() as f64);
+    match outcomes {
+        Ok(outcomes) => {
+            for (job, outcome) in jobs.into_iter().zip(outcomes) {
+                let _ = job.reply.send(outcome);
+            }
+        }
+        Err(error) => {
+            tracing::error!(%error, "a command batch failed; nothing of it was stored");
+            for job in jobs {
+                let _ = job.reply.send(Err(error.shared()));
+            }
+        }
+    }
+}
+
+/// What became of one command while its batch was decided.
+enum Plan {
+    /// Answered already (a replay, or a refusal).
+    Done(Result<Answer<Reply>>),
+    /// Accepted as change number `change` of the batch.
+    Accepted {
+        change: usize,
+        created_at: DateTime<Utc>,
+    },
+}
+
+fn draw() -> Draw {
+    Draw {
+        coin: rand::random(),
+        salt: rand::random(),
+    }
+}
+
+/// Decides and stores one batch in one transaction; returns each job's answer in order.
+async fn execute(conn: &mut PgConnection, jobs: &[Job]) -> Result<Vec<Result<Answer<Reply>>>> {
+    let mut tx = conn.begin().await?;
+    let mut plans: Vec<Option<Plan>> = jobs.iter().map(|_| None).collect();
+
+    // Keys first: a retry is answered from its key and takes no part in the batch.
+    let keyed: Vec<usize> = (0..jobs.len()).filter(|&i| jobs[i].key.is_some()).collect();
+    let mut claimed_keys = HashSet::with_capacity(keyed.len());
+    if !keyed.is_empty() {
+        let claims: Vec<keys::Claim<'_>> = keyed
+            .iter()
+            .filter_map(|&i| {
+                let key = jobs[i].key.as_ref()?;
+                Some(keys::Claim {
+                    player: jobs[i].actor,
+                    key: &key.key,
+                    request_hash: &key.request_hash,
+                })
+            })
+            .collect();
+        let claimed = keys::claim_many(&mut *tx, &claims).await?;
+        for (&i, claimed) in keyed.iter().zip(claimed) {
+            if claimed {
+                claimed_keys.insert(i);
+            } else if let Some(key) = &jobs[i].key {
+                let answer = replay(&mut tx, jobs[i].actor, key).await;
+                plans[i] = Some(Plan::Done(answer.map(Answer::Replayed)));
+            }
+        }
+    }
+
+    // One lock for every match of the batch, in id order.
+    let ids: Vec<Uuid> = (0..jobs.len())
+        .filter(|&i| plans[i].is_none())
+        .map(|i| jobs[i].match_id)
+        .collect();
+    let (locked, locked_at) = matches::lock_many(&mut *tx, &ids).await?;
+    let now = match locked_at {
+        Some(now) => now,
+        None => store::now(&mut *tx).await?,
+    };
+    let mut rows: HashMap<Uuid, Result<matches::MatchRow, StoreError>> =
+        locked.into_iter().map(|l| (l.id, l.row)).collect();
+
+    let mut changes = Vec::with_capacity(ids.len());
+    for (i, job) in jobs.iter().enumerate() {
+        if plans[i].is_some() {
+            continue;
+        }
+        let plan = match rows.remove(&job.match_id) {
+            None => Plan::Done(Err(AppError::NotFound("match"))),
+            Some(Err(error)) => Plan::Done(Err(error.into())),
+            Some(Ok(row)) => decide(row, job, now, &mut changes),
+        };
+        plans[i] = Some(plan);
+    }
+
+    let folded = write::fold(&mut tx, changes, now).await?;
+    let mut replies: Vec<Option<Result<Answer<Reply>>>> = jobs.iter().map(|_| None).collect();
+    let mut responses = Vec::new();
+    for (i, plan) in plans.into_iter().enumerate() {
+        let job = &jobs[i];
+        match plan {
+            Some(Plan::Accepted { change, created_at }) => {
+                let change = &folded[change];
+                let reply = render(job, change, created_at, now)?;
+                if let Some(key) = &job.key {
+                    responses.push((i, key, to_json(&reply)?));
+                }
+                replies[i] = Some(Ok(Answer::Fresh(reply)));
+            }
+            Some(Plan::Done(outcome)) => replies[i] = Some(outcome),
+            None => replies[i] = Some(Err(AppError::Corrupt("an undecided command".into()))),
+        }
+    }
+    let answers = responses
+        .iter()
+        .map(|(i, key, response)| keys::Answer {
+            player: jobs[*i].actor,
+            key: &key.key,
+            response,
+        })
+        .collect();
+    // A claimed key whose command ended refused is given back, as if never used.
+    let releases = claimed_keys
+        .iter()
+        .filter(|&&i| matches!(replies[i], Some(Err(_))))
+        .filter_map(|&i| {
+            Some(keys::KeyRef {
+                player: jobs[i].actor,
+                key: &jobs[i].key.as_ref()?.key,
+            })
+        })
+        .collect();
+    write::write(&mut tx, &folded, Extras { answers, releases }, now).await?;
+    tx.commit().await?;
+
+    let events: usize = folded.iter().map(|change| change.events.len()).sum();
+    metrics::counter!("statki_events_total").increment(events as u64);
+    let shots = jobs
+        .iter()
+        .zip(&replies)
+        .filter(|(job, reply)| {
+            matches!(job.command, Command::Fire { .. })
+                && matches!(reply, Some(Ok(Answer::Fresh(_))))
+        })
+        .count();
+    metrics::counter!("statki_shots_total").increment(shots as u64);
+    Ok(replies
+        .into_iter()
+        .map(|reply| reply.unwrap_or(Err(AppError::Corrupt("an unanswered command".into()))))
+        .collect())
+}
+
+/// Judges one command against its locked match; an accepted command (or a clock that ran
+/// out before it arrived) becomes a change of the batch.
+fn decide(
+    row: matches::MatchRow,
+    job: &Job,
+    now: DateTime<Utc>,
+    changes: &mut Vec<Change>,
+) -> Plan {
+    if let Ok(expiry) = row.state.expire(now) {
+        // The clock ran out before this command arrived and the clock task has not
+        // enforced it yet: enforce it now, then judge the command by the ended match.
+        let mut ended = row.state.clone();
+        ended.evolve_all(&expiry);
+        let refusal = ended
+            .decide(job.actor, &job.command, now, draw())
+            .err()
+            .unwrap_or(Refusal::NotDue);
+        changes.push(Change::existing(row.id, row.last_seq, row.state, expiry));
+        return Plan::Done(Err(refusal.into()));
+    }
+    match row.state.decide(job.actor, &job.command, now, draw()) {
+        Ok(events) => {
+            let created_at = row.created_at;
+            changes.push(Change::existing(row.id, row.last_seq, row.state, events));
+            Plan::Accepted {
+                change: changes.len() - 1,
+                created_at,
+            }
+        }
+        Err(refusal) => Plan::Done(Err(refusal.into())),
+    }
+}
+
+fn render(
+    job: &Job,
+    change: &write::Folded,
+    created_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<Reply> {
+    Ok(match job.kind {
+        AnswerKind::View => Reply::View(Box::new(MatchResource::render(
+            change.id,
+            &change.state,
+            change.last_seq,
+            created_at,
+            job.actor,
+            now,
+        ))),
+        AnswerKind::Shot => {
+            let shot = change
+                .events
+                .first()
+                .and_then(|shot| ShotAnswer::render(shot, &change.state, change.last_seq, now))
+                .ok_or_else(|| AppError::Corrupt("a shot without its event".into()))?;
+            Reply::Shot(Box::new(shot))
+        }
+    })
+}

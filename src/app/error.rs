@@ -1,0 +1,114 @@
+//! The one error type of the application layer. Each kind has a stable `code()`; only
+//! `http` decides which status a kind is answered with.
+
+use crate::auth::TokenError;
+use crate::engine::Refusal;
+use crate::store::StoreError;
+
+/// Why a use case was not carried out. Carries no transport detail.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error(transparent)]
+    Rule(#[from] Refusal),
+    #[error("no {0} with that id")]
+    NotFound(&'static str),
+    #[error("the name `{0}` is taken")]
+    NameTaken(String),
+    #[error("{0}")]
+    InvalidName(String),
+    #[error("unknown rule set `{0}`: use statki, classic or battaglia")]
+    UnknownRuleset(String),
+    #[error("ranked matches use the preset's standard rules and clock: {0}")]
+    RankedNeedsStandardRules(&'static str),
+    #[error("you already have {0} matches waiting for an opponent; withdraw one or wait")]
+    TooManyOpenMatches(u32),
+    #[error("this Idempotency-Key was used for a different request")]
+    IdempotencyMismatch,
+    #[error("a request with this Idempotency-Key is still being processed")]
+    IdempotencyInProgress,
+    #[error("{0}")]
+    Token(#[from] TokenError),
+    #[error("the player in the token does not exist")]
+    UnknownPlayer,
+    #[error("you are already waiting in the queue; leave it first to change rule set")]
+    AlreadyQueued,
+    #[error("you are not waiting in the queue")]
+    NotQueued,
+    #[error("you are playing a match; finish it before queueing")]
+    InMatch,
+    #[error("no rematch: {0}")]
+    RematchUnavailable(&'static str),
+    #[error("the service is shutting down")]
+    ShuttingDown,
+    #[error("the database is unavailable: {0}")]
+    Unavailable(String),
+    #[error("stored state is unreadable: {0}")]
+    Corrupt(String),
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+impl AppError {
+    /// The stable, machine-readable code clients match on.
+    pub fn code(&self) -> &'static str {
+        match self {
+            AppError::Rule(refusal) => refusal.code(),
+            AppError::NotFound(_) => "not_found",
+            AppError::NameTaken(_) => "name_taken",
+            AppError::InvalidName(_) => "invalid_name",
+            AppError::UnknownRuleset(_) => "unknown_ruleset",
+            AppError::RankedNeedsStandardRules(_) => "ranked_needs_standard_rules",
+            AppError::TooManyOpenMatches(_) => "too_many_open_matches",
+            AppError::IdempotencyMismatch => "idempotency_key_reused",
+            AppError::IdempotencyInProgress => "idempotency_key_in_progress",
+            AppError::Token(_) | AppError::UnknownPlayer => "unauthorized",
+            AppError::AlreadyQueued => "already_queued",
+            AppError::NotQueued => "not_queued",
+            AppError::InMatch => "in_match",
+            AppError::RematchUnavailable(_) => "rematch_unavailable",
+            AppError::ShuttingDown | AppError::Unavailable(_) => "unavailable",
+            AppError::Database(error) if is_unavailable(error) => "unavailable",
+            AppError::Database(_) | AppError::Corrupt(_) => "internal",
+        }
+    }
+
+    /// This error as told to each command of a batch that failed with it as a whole.
+    pub(crate) fn shared(&self) -> AppError {
+        match self.code() {
+            "unavailable" => AppError::Unavailable(self.to_string()),
+            _ => AppError::Corrupt(self.to_string()),
+        }
+    }
+}
+
+/// Whether a database error means the database could not be reached or its connection was
+/// lost (so nothing was stored), rather than a fault in what was asked of it.
+fn is_unavailable(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_) => true,
+        // Class 08: connection exceptions; 57P01–57P03: the server is shutting down or
+        // the session was terminated; 53300: too many connections.
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+            code.starts_with("08") || code.starts_with("57P") || code == "53300"
+        }),
+        _ => false,
+    }
+}
+
+impl From<StoreError> for AppError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::NameTaken => AppError::NameTaken(String::new()),
+            StoreError::UnknownPlayer => AppError::UnknownPlayer,
+            StoreError::Corrupt(detail) => AppError::Corrupt(detail),
+            StoreError::Database(error) => AppError::Database(error),
+        }
+    }
+}
+
+pub type Result<T, E = AppError> = std::result::Result<T, E>;

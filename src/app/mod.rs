@@ -1,0 +1,111 @@
+//! The application layer: every use case of the service, between `http` (which only
+//! translates) and `store` (which only speaks SQL). It owns the database pool, asks the
+//! engine for every decision, and changes matches only through the one write path
+//! ([`write`]); concurrent player commands are group-committed ([`commands`]).
+
+mod clocks;
+mod commands;
+mod error;
+mod idempotency;
+pub mod ladder;
+mod matches;
+pub mod matchmaking;
+mod players;
+mod resources;
+mod write;
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use sqlx::PgPool;
+
+pub use clocks::Expired;
+pub use error::{AppError, Result};
+pub use idempotency::{Answer, Idempotency};
+pub use resources::{
+    EventResource, MatchResource, NewMatch, PlayerCreated, PlayerProfile, ShotAnswer, ms_left,
+    viewer_of,
+};
+pub use write::EVENTS_CHANNEL;
+
+use crate::auth::Tokens;
+use crate::engine::Clock;
+
+/// Most events one page of a feed returns.
+pub const EVENTS_PAGE: i64 = 500;
+/// Most matches one list returns.
+pub const LIST_PAGE: i64 = 100;
+
+/// The clocks and limits an operator sets.
+#[derive(Clone, Copy, Debug)]
+pub struct GameSettings {
+    pub standard_clock: Clock,
+    pub join_seconds: u32,
+    /// Most unjoined matches one player may hold, so nobody can fill the open list.
+    pub open_matches_per_player: u32,
+}
+
+/// Lanes that commit command batches concurrently: while one commits, the next gathers.
+pub const COMMIT_LANES: usize = 2;
+
+/// The service's use cases over one database. Cheap to clone: every clone shares the pool,
+/// the settings and the command lanes, which stop when the last clone is dropped.
+#[derive(Clone)]
+pub struct App {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: PgPool,
+    settings: GameSettings,
+    tokens: Tokens,
+    committer: commands::Committer,
+}
+
+impl App {
+    /// Builds the application over `pool` and starts its command lanes (needs a Tokio
+    /// runtime).
+    pub fn new(pool: PgPool, settings: GameSettings, tokens: Tokens) -> Self {
+        let committer = commands::Committer::start(pool.clone(), COMMIT_LANES);
+        App {
+            inner: Arc::new(Inner {
+                pool,
+                settings,
+                tokens,
+                committer,
+            }),
+        }
+    }
+
+    pub fn settings(&self) -> GameSettings {
+        self.inner.settings
+    }
+
+    pub fn tokens(&self) -> &Tokens {
+        &self.inner.tokens
+    }
+
+    /// Most database connections this replica opens.
+    pub fn connections(&self) -> usize {
+        self.pool().options().get_max_connections() as usize
+    }
+
+    fn pool(&self) -> &PgPool {
+        &self.inner.pool
+    }
+
+    /// The database's time: the only clock.
+    async fn now(&self) -> Result<DateTime<Utc>> {
+        Ok(crate::store::now(self.pool()).await?)
+    }
+
+    /// Whether the database answers (readiness).
+    pub async fn ready(&self) -> Result<()> {
+        Ok(crate::store::ping(self.pool()).await?)
+    }
+
+    /// How many matches are in each phase (for metrics).
+    pub async fn matches_by_phase(&self) -> Result<Vec<(String, i64)>> {
+        Ok(crate::store::matches::count_by_phase(self.pool()).await?)
+    }
+}

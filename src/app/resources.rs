@@ -1,0 +1,163 @@
+//! The typed results of the use cases, as `http` serialises them and `openapi.yaml`
+//! documents them.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::ladder::LadderStanding;
+use crate::engine::{
+    Cell, Clock, Event, HouseOptions, Match, MatchResult, MatchView, Outcome, Phase, RuleSetId,
+    SunkShip, Viewer,
+};
+
+/// A registered player with a fresh token.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct PlayerCreated {
+    pub id: Uuid,
+    pub name: String,
+    pub token: String,
+}
+
+/// A player's public profile.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct PlayerProfile {
+    pub id: Uuid,
+    pub name: String,
+    pub created_at: DateTime<Utc>,
+    /// Over every finished match, ranked or not.
+    pub wins: i64,
+    pub losses: i64,
+    pub draws: i64,
+    /// Rating and record on each ranked ladder.
+    pub ladders: Vec<LadderStanding>,
+}
+
+/// What a lobby asks for when creating a match.
+#[derive(Clone, Debug, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewMatch {
+    /// `statki` (default), `classic` or `battaglia`.
+    #[serde(default)]
+    pub ruleset: Option<String>,
+    #[serde(default)]
+    pub ranked: bool,
+    #[serde(default)]
+    pub options: Option<HouseOptions>,
+    /// Unranked only: own clocks within bounds (placement 5–600 s, shot 2–120 s).
+    #[serde(default)]
+    pub clock: Option<Clock>,
+    /// A direct challenge: only this player may join.
+    #[serde(default)]
+    pub opponent: Option<Uuid>,
+}
+
+/// A match as one caller sees it.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct MatchResource {
+    pub id: Uuid,
+    pub ruleset: RuleSetId,
+    /// Sequence number of the latest event.
+    pub seq: i64,
+    pub created_at: DateTime<Utc>,
+    /// Milliseconds until `deadline`, by the server's clock.
+    pub deadline_ms_left: Option<i64>,
+    #[serde(flatten)]
+    pub view: MatchView,
+}
+
+impl MatchResource {
+    /// Renders a match as `viewer` sees it at `now`.
+    pub fn render(
+        id: Uuid,
+        state: &Match,
+        seq: i64,
+        created_at: DateTime<Utc>,
+        viewer: Uuid,
+        now: DateTime<Utc>,
+    ) -> Self {
+        MatchResource {
+            id,
+            ruleset: state.rules.ruleset,
+            seq,
+            created_at,
+            deadline_ms_left: ms_left(state.deadline, now),
+            view: state.view(viewer_of(state, viewer)),
+        }
+    }
+}
+
+/// The answer to a shot.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct ShotAnswer {
+    #[schema(value_type = String)]
+    pub cell: Cell,
+    pub outcome: Outcome,
+    pub sunk_ship: Option<SunkShip>,
+    /// Cells now known to be empty around a sunk ship.
+    #[schema(value_type = Vec<String>)]
+    pub marked: Vec<Cell>,
+    pub next_turn: Option<Uuid>,
+    pub deadline: Option<DateTime<Utc>>,
+    pub deadline_ms_left: Option<i64>,
+    pub phase: Phase,
+    pub result: Option<MatchResult>,
+    pub seq: i64,
+}
+
+impl ShotAnswer {
+    /// The shooter's answer, from the shot's event as the shooter saw it when it was fired
+    /// (even the last shot tells no more than the preset reveals on a sink), and the
+    /// match's state after it.
+    pub fn render(shot: &Event, state: &Match, seq: i64, now: DateTime<Utc>) -> Option<Self> {
+        let shooter = shot.actor()?;
+        let Event::ShotFired {
+            cell,
+            outcome,
+            sunk_ship,
+            marked,
+            next_turn,
+            deadline,
+            ..
+        } = state.redact_as_played(shot, Viewer::Player(shooter))
+        else {
+            return None;
+        };
+        Some(ShotAnswer {
+            cell,
+            outcome,
+            sunk_ship,
+            marked,
+            next_turn,
+            deadline,
+            deadline_ms_left: ms_left(deadline, now),
+            phase: state.phase,
+            result: state.result,
+            seq,
+        })
+    }
+}
+
+/// One event of a match's feed, redacted for the caller.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct EventResource {
+    pub seq: i64,
+    pub at: DateTime<Utc>,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+/// Milliseconds from `now` until `deadline`, never negative.
+pub fn ms_left(deadline: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Option<i64> {
+    deadline.map(|deadline| (deadline - now).num_milliseconds().max(0))
+}
+
+/// A participant sees their own side; anyone else is a spectator.
+pub fn viewer_of(state: &Match, player: Uuid) -> Viewer {
+    if state.seat_of(player).is_some() {
+        Viewer::Player(player)
+    } else {
+        Viewer::Spectator
+    }
+}

@@ -1,0 +1,266 @@
+//! The one write path: every change to a match — a player's command, a new match, a
+//! pairing, a rematch, a clock running out or given back — is folded, settled, appended,
+//! written and announced here, for one match or a batch of many, in the caller's
+//! transaction. Notifications are delivered at commit, so listeners never see an event that
+//! was rolled back.
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::{AppError, Result, ladder};
+use crate::engine::{Event, Match};
+use crate::store::idempotency::{Answer, KeyRef};
+use crate::store::matches::{Append, RowWrite, Write};
+use crate::store::{StoredEvent, matches, notices};
+
+/// The notification channel every commit announces `match_id:seq` on.
+pub const EVENTS_CHANNEL: &str = "statki_events";
+/// Most bytes of one notification's payload (PostgreSQL refuses 8000 and more).
+const NOTIFY_PAYLOAD_MAX: usize = 7_800;
+
+/// One match's change: its state before, and the events the engine decided for it.
+pub(crate) struct Change {
+    id: Uuid,
+    /// The match's row does not exist yet: it is inserted with the change.
+    new: bool,
+    /// Events already in the match's log.
+    last_seq: i64,
+    state: Match,
+    events: Vec<Event>,
+    /// How many of `events` `state` already holds (a new match's state is its creation).
+    folded: usize,
+}
+
+impl Change {
+    /// A change to a match whose row exists and is locked.
+    pub fn existing(id: Uuid, last_seq: i64, state: Match, events: Vec<Event>) -> Self {
+        Change {
+            id,
+            new: false,
+            last_seq,
+            state,
+            events,
+            folded: 0,
+        }
+    }
+
+    /// A new match: `events` start with its `match_created`.
+    pub fn new_match(id: Uuid, events: Vec<Event>) -> Result<Self> {
+        let state = Match::fold(events.first()).map_err(|e| AppError::Corrupt(e.to_string()))?;
+        Ok(Change {
+            id,
+            new: true,
+            last_seq: 0,
+            state,
+            events,
+            folded: 1,
+        })
+    }
+}
+
+/// A change folded into its new state, with the events as they are stored.
+#[derive(Debug)]
+pub(crate) struct Folded {
+    pub id: Uuid,
+    pub new: bool,
+    pub after: i64,
+    pub state: Match,
+    pub events: Vec<Event>,
+    pub last_seq: i64,
+}
+
+impl Folded {
+    pub fn stored(&self, at: DateTime<Utc>) -> Vec<StoredEvent> {
+        (1..)
+            .zip(&self.events)
+            .map(|(offset, event)| StoredEvent {
+                seq: self.after + offset,
+                at,
+                event: event.clone(),
+            })
+            .collect()
+    }
+}
+
+/// What a write stores besides the matches: answers under idempotency keys, and keys given
+/// back by requests that ended refused.
+#[derive(Default)]
+pub(crate) struct Extras<'a> {
+    pub answers: Vec<Answer<'a>>,
+    pub releases: Vec<KeyRef<'a>>,
+}
+
+/// Folds each change's events into its state; a change that finishes a ranked match gets
+/// its `rating_updated` event (the players' standings are locked for it), so a result and
+/// its rating change are one fact.
+pub(crate) async fn fold(
+    conn: &mut PgConnection,
+    changes: Vec<Change>,
+    now: DateTime<Utc>,
+) -> Result<Vec<Folded>> {
+    let mut folded = Vec::with_capacity(changes.len());
+    for change in changes {
+        let Change {
+            id,
+            new,
+            last_seq,
+            mut state,
+            mut events,
+            folded: already,
+        } = change;
+        state.evolve_all(events.get(already..).unwrap_or_default());
+        if let Some(rating) = ladder::settle(&mut *conn, &state, &events, now).await? {
+            state.evolve_all(std::slice::from_ref(&rating));
+            events.push(rating);
+        }
+        let added = i64::try_from(events.len()).unwrap_or(i64::MAX);
+        folded.push(Folded {
+            id,
+            new,
+            after: last_seq,
+            state,
+            events,
+            last_seq: last_seq.saturating_add(added),
+        });
+    }
+    Ok(folded)
+}
+
+/// Stores folded changes: new rows first, then one statement that appends every event,
+/// writes every existing row, records `extras` and announces every match; then the rating
+/// rows and the player notices the events cause.
+pub(crate) async fn write(
+    conn: &mut PgConnection,
+    folded: &[Folded],
+    extras: Extras<'_>,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    for change in folded.iter().filter(|change| change.new) {
+        matches::insert(&mut *conn, change.id, &change.state, change.last_seq, now).await?;
+    }
+    let appends: Vec<Append<'_>> = folded
+        .iter()
+        .filter(|change| !change.events.is_empty())
+        .map(|change| Append {
+            match_id: change.id,
+            after: change.after,
+            events: &change.events,
+        })
+        .collect();
+    let rows: Vec<RowWrite<'_>> = folded
+        .iter()
+        .filter(|change| !change.new && !change.events.is_empty())
+        .map(|change| RowWrite {
+            id: change.id,
+            state: &change.state,
+            last_seq: change.last_seq,
+        })
+        .collect();
+    let announcements = announcements(folded);
+    if !appends.is_empty() || !extras.answers.is_empty() || !extras.releases.is_empty() {
+        matches::write(
+            &mut *conn,
+            now,
+            &Write {
+                appends: &appends,
+                rows: &rows,
+                answers: &extras.answers,
+                releases: &extras.releases,
+                channel: EVENTS_CHANNEL,
+                announcements: &announcements,
+            },
+        )
+        .await?;
+    }
+    let mut notes = Vec::new();
+    for change in folded {
+        ladder::record(&mut *conn, change.id, &change.stored(now)).await?;
+        notes.extend(player_notices(change));
+    }
+    push_notices(conn, notes).await
+}
+
+/// [`fold`] then [`write`], for use cases with nothing else to record.
+pub(crate) async fn apply(
+    conn: &mut PgConnection,
+    changes: Vec<Change>,
+    now: DateTime<Utc>,
+) -> Result<Vec<Folded>> {
+    let folded = fold(&mut *conn, changes, now).await?;
+    write(conn, &folded, Extras::default(), now).await?;
+    metrics::counter!("statki_events_total")
+        .increment(folded.iter().map(|f| f.events.len() as u64).sum());
+    Ok(folded)
+}
+
+/// Every changed match's `match_id:last_seq`, joined by commas into as few notification
+/// payloads as fit.
+fn announcements(folded: &[Folded]) -> Vec<String> {
+    let mut payloads: Vec<String> = Vec::new();
+    for change in folded.iter().filter(|change| !change.events.is_empty()) {
+        let entry = format!("{}:{}", change.id, change.last_seq);
+        match payloads.last_mut() {
+            Some(last) if last.len() + 1 + entry.len() <= NOTIFY_PAYLOAD_MAX => {
+                last.push(',');
+                last.push_str(&entry);
+            }
+            _ => payloads.push(entry),
+        }
+    }
+    payloads
+}
+
+/// What the events of a change tell players on their own feed beyond the match view: a
+/// challenge addressed to them, an opponent taking the seat of their open match. A match
+/// arranged with both seats taken at once (a pairing, a rematch) is told by its use case.
+fn player_notices(change: &Folded) -> Vec<(Uuid, &'static str, serde_json::Value)> {
+    let mut notes = Vec::new();
+    let arranged = change.new && change.state.player(1).is_some();
+    if arranged {
+        return notes;
+    }
+    for event in &change.events {
+        match event {
+            Event::MatchCreated {
+                creator,
+                opponent: Some(opponent),
+                rules,
+                ranked,
+                ..
+            } => notes.push((
+                *opponent,
+                "challenge",
+                json!({
+                    "match_id": change.id, "from": creator, "ruleset": rules.ruleset,
+                    "ranked": ranked,
+                }),
+            )),
+            Event::PlayerJoined { player, .. } => {
+                if let Some(creator) = change.state.player(0) {
+                    notes.push((
+                        creator,
+                        "opponent_joined",
+                        json!({ "match_id": change.id, "player": player }),
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    notes
+}
+
+/// Pushes notices in player-id order: every transaction that notifies several players
+/// takes their feed locks in the same order, so two of them never deadlock.
+pub(crate) async fn push_notices(
+    conn: &mut PgConnection,
+    mut notes: Vec<(Uuid, &str, serde_json::Value)>,
+) -> Result<()> {
+    notes.sort_by_key(|(player, _, _)| *player);
+    for (player, kind, payload) in &notes {
+        notices::push(&mut *conn, *player, kind, payload).await?;
+    }
+    Ok(())
+}
