@@ -12,8 +12,8 @@ use super::StoreError;
 pub const KEY_LIFETIME: chrono::TimeDelta = chrono::TimeDelta::hours(24);
 
 /// Claims `key` for this request inside the caller's transaction. Returns false when the
-/// key was already used (a concurrent claimant waits here until the first commits). A key
-/// older than [`KEY_LIFETIME`] counts as unused and is claimed afresh.
+/// key was already used (a concurrent claimant waits here until the first commits); see
+/// [`reclaim_expired`] for a key older than [`KEY_LIFETIME`].
 pub async fn claim(
     db: impl PgExecutor<'_>,
     player: Uuid,
@@ -22,15 +22,11 @@ pub async fn claim(
 ) -> Result<bool, StoreError> {
     let claimed = sqlx::query(
         "INSERT INTO idempotency_keys (player_id, key, request_hash) VALUES ($1, $2, $3)
-         ON CONFLICT (player_id, key) DO UPDATE
-           SET request_hash = EXCLUDED.request_hash, response = NULL,
-               created_at = clock_timestamp()
-           WHERE idempotency_keys.created_at < clock_timestamp() - $4::interval",
+         ON CONFLICT (player_id, key) DO NOTHING",
     )
     .bind(player)
     .bind(key)
     .bind(request_hash)
-    .bind(KEY_LIFETIME)
     .execute(db)
     .await?;
     Ok(claimed.rows_affected() == 1)
@@ -119,6 +115,29 @@ pub async fn claim_many(
         .iter()
         .map(|c| claimed.contains(&(c.player, c.key.to_owned())))
         .collect())
+}
+
+/// Claims a used key afresh for this request when it is older than [`KEY_LIFETIME`]: it
+/// is forgotten, so the request is a new one. Returns whether it was claimed. Only asked
+/// after [`claim`] found the key used, so the common path costs nothing more.
+pub async fn reclaim_expired(
+    db: impl PgExecutor<'_>,
+    player: Uuid,
+    key: &str,
+    request_hash: &str,
+) -> Result<bool, StoreError> {
+    let reclaimed = sqlx::query(
+        "UPDATE idempotency_keys
+         SET request_hash = $3, response = NULL, created_at = clock_timestamp()
+         WHERE player_id = $1 AND key = $2 AND created_at < clock_timestamp() - $4::interval",
+    )
+    .bind(player)
+    .bind(key)
+    .bind(request_hash)
+    .bind(KEY_LIFETIME)
+    .execute(db)
+    .await?;
+    Ok(reclaimed.rows_affected() == 1)
 }
 
 /// Records the answer for a claimed key, in the same transaction as the command.
