@@ -18,9 +18,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use embedded_pg::EmbeddedPostgres;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use statki::embedded_pg::EmbeddedPostgres;
 use tokio::process::{Child, Command};
 
 const SECRET: &str = "fault-campaign-secret-of-at-least-32-bytes";
