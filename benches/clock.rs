@@ -261,7 +261,12 @@ async fn scenario(
 
     let players: Vec<Uuid> = (0..200).map(|_| Uuid::now_v7()).collect();
     for (n, id) in players.iter().enumerate() {
-        store::players::insert(&setup, *id, &format!("bench-{n}")).await?;
+        store::players::insert(
+            &setup,
+            *id,
+            &statki::names::PlayerName::parse(&format!("bench-{n}"))?,
+        )
+        .await?;
     }
     let fleet = fleet()?;
     let filling = db_now(&setup).await?;
@@ -342,8 +347,9 @@ async fn scenario(
                     shot_seconds: SHOT_SECONDS,
                 },
                 join_seconds: 900,
+                open_matches_per_player: 100,
             },
-            Tokens::new(b"clock-bench")?,
+            Tokens::new(b"clock-bench-secret-of-at-least-32-bytes")?,
         );
         tasks.push(tokio::spawn(clock::run(app, stop_rx.clone())));
         pools.push(pool);

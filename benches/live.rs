@@ -174,6 +174,8 @@ async fn start_server(
         .env("STATKI_SHOT_SECONDS", "36000")
         .env("STATKI_REQUEST_TIMEOUT_SECONDS", "120")
         .env("STATKI_STREAMS_PER_REPLICA", (streams + 100).to_string())
+        .env("STATKI_RATE_LIMITS", "false")
+        .env("STATKI_MAX_CONNECTIONS", (streams + 1000).to_string())
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
         .kill_on_drop(true)

@@ -450,6 +450,7 @@ async fn main() {
             "STATKI_JWT_SECRET",
             "bench-secret-bench-secret-bench-secret",
         )
+        .env("STATKI_RATE_LIMITS", "false")
         .env("STATKI_DB_POOL", "16")
         .env("RUST_LOG", "warn")
         .spawn()

@@ -15,6 +15,11 @@ pub const AUDIENCE: &str = "statki";
 pub const TOKEN_DAYS: i64 = 30;
 /// Clock skew tolerated between the minting backend and this service.
 const LEEWAY_SECONDS: u64 = 30;
+/// Shortest accepted signing secret: HS256 wants a key at least as long as its hash.
+pub const SECRET_MIN_BYTES: usize = 32;
+/// Longest accepted token. Ours are about 250 bytes; a bigger one is refused before it is
+/// decoded, so a client cannot make every request parse a megabyte of base64.
+pub const TOKEN_MAX_BYTES: usize = 2048;
 
 /// The claims a Statki token carries.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -28,6 +33,9 @@ pub struct Claims {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iat: Option<f64>,
     pub exp: i64,
+    /// Not valid before this time; honoured when present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nbf: Option<i64>,
 }
 
 /// What a verified token says.
@@ -55,8 +63,18 @@ pub fn micros_of(numeric_date: f64) -> Option<i64> {
 pub enum TokenError {
     #[error("the token has expired")]
     Expired,
-    #[error("the token is not valid: {0}")]
-    Invalid(String),
+    #[error("the token is not valid yet")]
+    NotYetValid,
+    #[error("the token is longer than {TOKEN_MAX_BYTES} bytes")]
+    TooLarge,
+    /// Why is logged, never told: the reason would help a forger.
+    #[error("the token is not valid")]
+    Invalid,
+    #[error(
+        "the token signing secret (STATKI_JWT_SECRET) has {0} bytes; it needs at least \
+         {SECRET_MIN_BYTES} (e.g. `openssl rand -hex 32`)"
+    )]
+    WeakSecret(usize),
 }
 
 /// Signs and checks tokens with one shared secret.
@@ -74,17 +92,21 @@ impl std::fmt::Debug for Tokens {
 }
 
 impl Tokens {
-    /// Keys for `secret`; refused when the secret is unusable (e.g. empty).
+    /// Keys for `secret`; refused when the secret is shorter than [`SECRET_MIN_BYTES`].
     pub fn new(secret: &[u8]) -> Result<Self, TokenError> {
-        if secret.is_empty() {
-            return Err(TokenError::Invalid("the signing secret is empty".into()));
+        if secret.len() < SECRET_MIN_BYTES {
+            return Err(TokenError::WeakSecret(secret.len()));
         }
-        let invalid = |e: jsonwebtoken::errors::Error| TokenError::Invalid(e.to_string());
+        let invalid = |e: jsonwebtoken::errors::Error| {
+            tracing::error!(error = %e, "unusable signing secret");
+            TokenError::Invalid
+        };
         let mut validation = Validation::new(Algorithm::HS256);
         validation.set_issuer(&[ISSUER]);
         validation.set_audience(&[AUDIENCE]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         validation.leeway = LEEWAY_SECONDS;
+        validation.validate_nbf = true;
         Ok(Self {
             encoding: EncodingKey::from_secret(secret).map_err(invalid)?,
             decoding: DecodingKey::from_secret(secret).map_err(invalid)?,
@@ -100,9 +122,17 @@ impl Tokens {
             aud: AUDIENCE.to_owned(),
             iat: Some(numeric_date(now.timestamp_micros())),
             exp: (now + chrono::Duration::days(TOKEN_DAYS)).timestamp(),
+            nbf: None,
         };
-        jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
-            .map_err(|e| TokenError::Invalid(e.to_string()))
+        self.sign(&claims)
+    }
+
+    /// Signs arbitrary claims, for backends and tests that mint their own tokens.
+    pub fn sign(&self, claims: &Claims) -> Result<String, TokenError> {
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), claims, &self.encoding).map_err(|e| {
+            tracing::error!(error = %e, "signing a token");
+            TokenError::Invalid
+        })
     }
 
     /// The player a token names, if it is signed with our secret, unexpired, and ours.
@@ -113,17 +143,24 @@ impl Tokens {
     /// The player and issue instant of a token signed with our secret, unexpired, and ours.
     /// Whether the player exists and the token was revoked is for the caller to check.
     pub fn verify_claims(&self, token: &str) -> Result<Verified, TokenError> {
+        if token.len() > TOKEN_MAX_BYTES {
+            return Err(TokenError::TooLarge);
+        }
         let claims = jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation)
             .map(|data| data.claims)
             .map_err(|e| match e.kind() {
                 jsonwebtoken::errors::ErrorKind::ExpiredSignature => TokenError::Expired,
-                _ => TokenError::Invalid(e.to_string()),
+                jsonwebtoken::errors::ErrorKind::ImmatureSignature => TokenError::NotYetValid,
+                _ => {
+                    tracing::debug!(error = %e, "refused a token");
+                    TokenError::Invalid
+                }
             })?;
         let issued_micros = match claims.iat {
             None => None,
             Some(iat) => Some(
                 micros_of(iat)
-                    .ok_or_else(|| TokenError::Invalid("`iat` is out of range".into()))?,
+                    .ok_or(TokenError::Invalid)?,
             ),
         };
         Ok(Verified {
@@ -137,9 +174,11 @@ impl Tokens {
 mod tests {
     use super::*;
 
+    const SECRET: &[u8] = b"a-test-secret-of-at-least-32-bytes";
+
     #[test]
     fn a_minted_token_verifies_and_names_the_player() {
-        let tokens = Tokens::new(b"secret").expect("keys");
+        let tokens = Tokens::new(SECRET).expect("keys");
         let player = Uuid::new_v4();
         let token = tokens.mint(player, Utc::now()).expect("mint");
         assert_eq!(tokens.verify(&token), Ok(player));
@@ -147,19 +186,19 @@ mod tests {
 
     #[test]
     fn a_token_signed_with_another_secret_is_refused() {
-        let token = Tokens::new(b"other")
+        let token = Tokens::new(b"another-secret-of-at-least-32-bytes")
             .expect("keys")
             .mint(Uuid::new_v4(), Utc::now())
             .expect("mint");
-        assert!(matches!(
-            Tokens::new(b"secret").expect("keys").verify(&token),
-            Err(TokenError::Invalid(_))
-        ));
+        assert_eq!(
+            Tokens::new(SECRET).expect("keys").verify(&token),
+            Err(TokenError::Invalid)
+        );
     }
 
     #[test]
     fn an_expired_token_is_refused_beyond_the_leeway() {
-        let tokens = Tokens::new(b"secret").expect("keys");
+        let tokens = Tokens::new(SECRET).expect("keys");
         let long_ago =
             Utc::now() - chrono::Duration::days(TOKEN_DAYS) - chrono::Duration::minutes(5);
         let token = tokens.mint(Uuid::new_v4(), long_ago).expect("mint");
@@ -168,18 +207,19 @@ mod tests {
 
     #[test]
     fn a_token_signed_with_another_algorithm_is_refused() {
-        let tokens = Tokens::new(b"secret").expect("keys");
+        let tokens = Tokens::new(SECRET).expect("keys");
         let claims = Claims {
             sub: Uuid::new_v4(),
             iss: ISSUER.into(),
             aud: AUDIENCE.into(),
             iat: None,
             exp: Utc::now().timestamp() + 600,
+            nbf: None,
         };
         let token = jsonwebtoken::encode(
             &Header::new(Algorithm::HS384),
             &claims,
-            &EncodingKey::from_secret(b"secret").expect("key"),
+            &EncodingKey::from_secret(SECRET).expect("key"),
         )
         .expect("mint");
         assert!(tokens.verify(&token).is_err(), "only HS256 is accepted");
@@ -187,7 +227,7 @@ mod tests {
 
     #[test]
     fn the_issue_instant_survives_the_token_to_the_microsecond() {
-        let tokens = Tokens::new(b"secret").expect("keys");
+        let tokens = Tokens::new(SECRET).expect("keys");
         let start = Utc::now().timestamp_micros();
         for step in [0, 1, 7, 999_999, 1_000_001, 123_456_789] {
             let micros = start + step;
@@ -200,8 +240,8 @@ mod tests {
 
     #[test]
     fn a_token_without_iat_or_with_whole_seconds_verifies() {
-        let tokens = Tokens::new(b"secret").expect("keys");
-        let key = EncodingKey::from_secret(b"secret").expect("key");
+        let tokens = Tokens::new(SECRET).expect("keys");
+        let key = EncodingKey::from_secret(SECRET).expect("key");
         let exp = Utc::now().timestamp() + 600;
         let player = Uuid::new_v4();
         let without =
@@ -220,5 +260,44 @@ mod tests {
             tokens.verify_claims(&token).map(|v| v.issued_micros),
             Ok(Some(1_800_000_000_000_000))
         );
+    }
+
+    #[test]
+    fn a_short_secret_is_refused() {
+        assert_eq!(
+            Tokens::new(b"only-31-bytes-long-secret-value").err(),
+            Some(TokenError::WeakSecret(31))
+        );
+        assert!(Tokens::new(&[7u8; SECRET_MIN_BYTES]).is_ok());
+    }
+
+    #[test]
+    fn a_token_not_yet_valid_is_refused() {
+        let tokens = Tokens::new(SECRET).expect("keys");
+        let now = Utc::now().timestamp();
+        let claims = Claims {
+            sub: Uuid::new_v4(),
+            iss: ISSUER.into(),
+            aud: AUDIENCE.into(),
+            iat: Some(now as f64),
+            exp: now + 3600,
+            nbf: Some(now + 600),
+        };
+        let token = tokens.sign(&claims).expect("mint");
+        assert_eq!(tokens.verify(&token), Err(TokenError::NotYetValid));
+        let valid_now = tokens
+            .sign(&Claims {
+                nbf: Some(now - 10),
+                ..claims.clone()
+            })
+            .expect("mint");
+        assert_eq!(tokens.verify(&valid_now), Ok(claims.sub));
+    }
+
+    #[test]
+    fn an_oversized_token_is_refused_before_decoding() {
+        let tokens = Tokens::new(SECRET).expect("keys");
+        let huge = "a".repeat(TOKEN_MAX_BYTES + 1);
+        assert_eq!(tokens.verify(&huge), Err(TokenError::TooLarge));
     }
 }

@@ -5,6 +5,12 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use std::time::Duration;
+
+use crate::http::MetricsAccess;
+use crate::http::limits::{Rate, RateLimitSettings};
+use crate::http::server::ConnectionSettings;
+
 #[derive(Clone, Debug, Parser)]
 #[command(
     name = "statki",
@@ -44,6 +50,11 @@ pub struct Config {
     #[arg(long, env = "STATKI_JOIN_SECONDS", default_value_t = 900)]
     pub join_seconds: u32,
 
+    /// Most unjoined matches (open or challenges) one player may hold (beyond: 409
+    /// `too_many_open_matches`).
+    #[arg(long, env = "STATKI_OPEN_MATCHES_PER_PLAYER", default_value_t = 5)]
+    pub open_matches_per_player: u32,
+
     /// Origins allowed by CORS, comma-separated (`*` for any). Empty: none.
     #[arg(
         long,
@@ -73,6 +84,70 @@ pub struct Config {
     /// wait at most 500 ms, and a bot about to run out of time acts at once.
     #[arg(long, env = "STATKI_BOT_DELAY_MS", default_value_t = 800, value_parser = clap::value_parser!(u64).range(0..=10_000))]
     pub bot_delay_ms: u64,
+    /// Rate limits on (`true`) or off (`false`, for benchmarks only).
+    #[arg(long, env = "STATKI_RATE_LIMITS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub rate_limits: bool,
+
+    /// Registrations (`POST /v1/players`) per client address per minute, sustained.
+    #[arg(long, env = "STATKI_REGISTER_PER_MINUTE", default_value_t = 10)]
+    pub register_per_minute: u32,
+
+    /// Registrations one client address may make at once before the rate applies.
+    #[arg(long, env = "STATKI_REGISTER_BURST", default_value_t = 5)]
+    pub register_burst: u32,
+
+    /// Log-ins (`POST /v1/sessions`) per client address per minute, sustained.
+    #[arg(long, env = "STATKI_LOGIN_PER_MINUTE", default_value_t = 10)]
+    pub login_per_minute: u32,
+
+    /// Log-ins one client address may make at once before the rate applies.
+    #[arg(long, env = "STATKI_LOGIN_BURST", default_value_t = 10)]
+    pub login_burst: u32,
+
+    /// Requests per player per second (any request with a valid token), sustained.
+    #[arg(long, env = "STATKI_PLAYER_PER_SECOND", default_value_t = 50)]
+    pub player_per_second: u32,
+
+    /// Requests one player may make at once before the rate applies.
+    #[arg(long, env = "STATKI_PLAYER_BURST", default_value_t = 100)]
+    pub player_burst: u32,
+
+    /// Requests per client address per second (every request but the probes), sustained.
+    #[arg(long, env = "STATKI_ADDRESS_PER_SECOND", default_value_t = 500)]
+    pub address_per_second: u32,
+
+    /// Requests one client address may make at once before the rate applies.
+    #[arg(long, env = "STATKI_ADDRESS_BURST", default_value_t = 1000)]
+    pub address_burst: u32,
+
+    /// The header a trusted balancer puts the client address in (e.g. `X-Forwarded-For`;
+    /// its last entry is used). Unset: the TCP peer address. Set it only behind a balancer
+    /// that overwrites or appends it, or clients choose their own rate-limit bucket.
+    #[arg(long, env = "STATKI_TRUSTED_PROXY_HEADER")]
+    pub trusted_proxy_header: Option<axum::http::HeaderName>,
+
+    /// Serve `/metrics` on this address of its own (e.g. one only the monitoring network
+    /// reaches); the API address then answers it 404.
+    #[arg(long, env = "STATKI_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
+
+    /// Require `Authorization: Bearer <this>` for `/metrics` on the API address.
+    #[arg(long, env = "STATKI_METRICS_TOKEN", hide_env_values = true)]
+    pub metrics_token: Option<String>,
+
+    /// Seconds a client has to send a whole request head (from its first byte, or from
+    /// the accept for a connection's first request); beyond, the connection is dropped.
+    #[arg(long, env = "STATKI_HEADER_READ_TIMEOUT_SECONDS", default_value_t = 10)]
+    pub header_read_timeout_seconds: u64,
+
+    /// Seconds a connection may sit with no request in progress and no traffic before it
+    /// is closed. Must exceed the event streams' 15 s keep-alive.
+    #[arg(long, env = "STATKI_IDLE_TIMEOUT_SECONDS", default_value_t = 60)]
+    pub idle_timeout_seconds: u64,
+
+    /// Most open connections on this replica; more are closed as soon as accepted.
+    #[arg(long, env = "STATKI_MAX_CONNECTIONS", default_value_t = 10_000)]
+    pub max_connections: usize,
 
     /// Largest database connection pool.
     #[arg(long, env = "STATKI_DB_POOL", default_value_t = 16)]
@@ -80,6 +155,37 @@ pub struct Config {
 
     #[command(subcommand)]
     pub command: Option<Task>,
+}
+
+impl Config {
+    /// The connection limits as configured.
+    pub fn connection_settings(&self) -> ConnectionSettings {
+        ConnectionSettings {
+            header_read_timeout: Duration::from_secs(self.header_read_timeout_seconds.max(1)),
+            idle_timeout: Duration::from_secs(self.idle_timeout_seconds.max(1)),
+            max_connections: self.max_connections.max(1),
+        }
+    }
+
+    /// Who may read `/metrics` on the API address.
+    pub fn metrics_access(&self) -> MetricsAccess {
+        match (&self.metrics_listen, &self.metrics_token) {
+            (Some(_), _) => MetricsAccess::Elsewhere,
+            (None, Some(token)) => MetricsAccess::Token(token.clone()),
+            (None, None) => MetricsAccess::Open,
+        }
+    }
+
+    /// The rate limits as configured; `None` when they are off.
+    pub fn rate_limit_settings(&self) -> Option<RateLimitSettings> {
+        self.rate_limits.then(|| RateLimitSettings {
+            register: Rate::per_minute(self.register_per_minute, self.register_burst),
+            login: Rate::per_minute(self.login_per_minute, self.login_burst),
+            player: Rate::per_second(self.player_per_second, self.player_burst),
+            address: Rate::per_second(self.address_per_second, self.address_burst),
+            trusted_proxy_header: self.trusted_proxy_header.clone(),
+        })
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -55,7 +55,8 @@ const SWEEP_CHUNK: usize = 5_000;
 /// Limits and timings of a replica's hub.
 #[derive(Clone, Debug)]
 pub struct HubSettings {
-    /// Most open streams (match streams and the own feed) one player may hold here.
+    /// Most open streams (match streams and the own feed) one player may hold, across
+    /// every replica (counted with leases in the database).
     pub streams_per_player: usize,
     /// Most open streams on this replica.
     pub streams_per_replica: usize,
@@ -65,6 +66,9 @@ pub struct HubSettings {
     pub catch_up_interval: Duration,
     /// Batches a subscriber may fall behind before it is dropped as a slow consumer.
     pub channel_capacity: usize,
+    /// How long a stream lease lasts unrenewed: after a replica dies, its streams stop
+    /// counting against their players' cap within this time.
+    pub lease_lifetime: Duration,
 }
 
 impl Default for HubSettings {
@@ -75,6 +79,7 @@ impl Default for HubSettings {
             keep_alive: Duration::from_secs(15),
             catch_up_interval: Duration::from_secs(5),
             channel_capacity: 16,
+            lease_lifetime: Duration::from_secs(60),
         }
     }
 }
@@ -82,7 +87,7 @@ impl Default for HubSettings {
 /// Why a stream was not opened.
 #[derive(Debug, thiserror::Error)]
 pub enum LiveError {
-    #[error("this player already has {0} open streams on this replica; close one first")]
+    #[error("this player already has {0} open streams; close one first")]
     TooManyForPlayer(usize),
     #[error("this replica already serves {0} streams; retry later or elsewhere")]
     TooManyForReplica(usize),
@@ -139,6 +144,8 @@ struct Inner {
     sweep_now: Notify,
     listening: AtomicBool,
     closed: watch::Sender<bool>,
+    /// This hub's id on its stream leases.
+    replica: Uuid,
 }
 
 #[derive(Default)]
@@ -311,10 +318,35 @@ fn player_registry(inner: &Inner) -> &Registry<NoticeBatch> {
 struct StreamPermit {
     inner: Arc<Inner>,
     player: Uuid,
+    /// The stream's lease in the database, once taken.
+    lease: Option<Uuid>,
+}
+
+/// Keeps this replica's stream leases alive, and clears those of dead replicas.
+async fn renew_leases(inner: Arc<Inner>) {
+    let lifetime = inner.settings.lease_lifetime;
+    let mut every = tokio::time::interval(lifetime / 3);
+    loop {
+        every.tick().await;
+        if let Err(error) = store::streams::renew(&inner.pool, inner.replica, lifetime).await {
+            tracing::warn!(%error, "renewing stream leases failed");
+        }
+    }
 }
 
 impl Drop for StreamPermit {
     fn drop(&mut self) {
+        if let Some(lease) = self.lease.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let pool = self.inner.pool.clone();
+            runtime.spawn(async move {
+                if let Err(error) = store::streams::release(&pool, lease).await {
+                    // It runs out by itself within the lease lifetime.
+                    tracing::debug!(%error, "releasing a stream lease failed");
+                }
+            });
+        }
         let mut streams = lock(&self.inner.streams);
         streams.total = streams.total.saturating_sub(1);
         if let Some(count) = streams.per_player.get_mut(&self.player) {
@@ -343,7 +375,9 @@ impl Hub {
             sweep_now: Notify::new(),
             listening: AtomicBool::new(false),
             closed: watch::channel(false).0,
+            replica: Uuid::now_v7(),
         });
+        tokio::spawn(until_closed(inner.clone(), renew_leases(inner.clone())));
         tokio::spawn(until_closed(inner.clone(), listen(inner.clone())));
         tokio::spawn(until_closed(inner.clone(), sweep_loop(inner.clone())));
         Hub { inner }
@@ -403,7 +437,30 @@ impl Hub {
         Ok(StreamPermit {
             inner: self.inner.clone(),
             player,
+            lease: None,
         })
+    }
+
+    /// Admits a stream on this replica, then against the player's cap over every replica.
+    async fn admit_everywhere(&self, player: Uuid) -> Result<StreamPermit, LiveError> {
+        let mut permit = self.admit(player)?;
+        let lease = Uuid::now_v7();
+        let settings = &self.inner.settings;
+        let taken = store::streams::lease(
+            &self.inner.pool,
+            lease,
+            player,
+            self.inner.replica,
+            settings.streams_per_player,
+            settings.lease_lifetime,
+        )
+        .await?;
+        if !taken {
+            metrics::counter!("statki_live_refused_total", "limit" => "player").increment(1);
+            return Err(LiveError::TooManyForPlayer(settings.streams_per_player));
+        }
+        permit.lease = Some(lease);
+        Ok(permit)
     }
 
     /// The events of match `id` after `after` as `caller` may see them, then live events
@@ -414,7 +471,7 @@ impl Hub {
         caller: Uuid,
         after: i64,
     ) -> Result<Option<Feed>, LiveError> {
-        let permit = self.admit(caller)?;
+        let permit = self.admit_everywhere(caller).await?;
         let inner = &self.inner;
         // Subscribing before reading is what makes the hand-over gapless: whatever commits
         // after the read below is published on this receiver.
@@ -466,7 +523,7 @@ impl Hub {
 
     /// `caller`'s own notices after `after`, then live ones until the client leaves.
     pub async fn player_feed(&self, caller: Uuid, after: i64) -> Result<Feed, LiveError> {
-        let permit = self.admit(caller)?;
+        let permit = self.admit_everywhere(caller).await?;
         let inner = &self.inner;
         let subscription = Subscription {
             rx: inner
@@ -582,7 +639,7 @@ impl MatchLive {
         if batch
             .events
             .first()
-            .is_some_and(|first| first.seq > self.last_sent + 1)
+            .is_some_and(|first| first.seq > self.last_sent.saturating_add(1))
         {
             // Cannot happen while the hand-over is gapless; ending the stream makes the
             // client resume from the database rather than skip an event.
@@ -612,7 +669,7 @@ impl PlayerLive {
         if batch
             .notices
             .first()
-            .is_some_and(|first| first.seq > self.last_sent + 1)
+            .is_some_and(|first| first.seq > self.last_sent.saturating_add(1))
         {
             tracing::warn!(player = %self.subscription.id, "gap in a player stream; closing it");
             return false;

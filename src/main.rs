@@ -12,7 +12,7 @@ use statki::config::{Config, LogFormat, Task};
 use statki::engine::Clock;
 use statki::http::{self, HttpSettings};
 use statki::live::{Hub, HubSettings};
-use statki::{auth, bot, clock, store, verify};
+use statki::{auth, bot, clock, housekeeping, store, verify};
 use tracing_subscriber::EnvFilter;
 
 // The shot path allocates many small buffers; mimalloc cut the allocator's share of the
@@ -28,6 +28,11 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     init_logging(config.log_format);
+    if let Some(secret) = &config.jwt_secret {
+        // Before anything starts: a weak secret must stop the service, not serve forgeable
+        // tokens.
+        auth::Tokens::new(secret.as_bytes()).context("refusing to start")?;
+    }
 
     let mut embedded = None;
     let database_url = match &config.database_url {
@@ -76,6 +81,7 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
             shot_seconds: config.shot_seconds,
         },
         join_seconds: config.join_seconds,
+        open_matches_per_player: config.open_matches_per_player,
     };
     let app = App::new(pool.clone(), settings, tokens);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -88,7 +94,7 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
     let matchmaking_task = tokio::spawn(matchmaking::run(app.clone(), stop_rx.clone()));
     let bot_worker =
         bot::worker::Worker::new(app.clone(), Duration::from_millis(config.bot_delay_ms));
-    let bot_task = tokio::spawn(bot::worker::run(bot_worker, stop_rx));
+    let bot_task = tokio::spawn(bot::worker::run(bot_worker, stop_rx.clone()));
     let live = Hub::start(
         &pool,
         HubSettings {
@@ -99,7 +105,7 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
     );
 
     let router = http::app(
-        http::state(app, live.clone()),
+        http::state(app.clone(), live.clone()),
         &HttpSettings {
             cors_origins: config
                 .cors_origins
@@ -108,27 +114,47 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
                 .cloned()
                 .collect(),
             request_timeout: Some(Duration::from_secs(config.request_timeout_seconds)),
+            rate_limits: config.rate_limit_settings(),
+            metrics_access: config.metrics_access(),
         },
     );
+    let housekeeping_task = tokio::spawn(housekeeping::run(pool.clone(), stop_rx.clone()));
+    if let Some(address) = config.metrics_listen {
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .with_context(|| format!("binding the metrics address {address}"))?;
+        tracing::info!(%address, "metrics listening");
+        let metrics = http::metrics_app(http::state(app.clone(), live.clone()));
+        tokio::spawn(async move { axum::serve(listener, metrics).await });
+    }
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
     tracing::info!(address = %listener.local_addr()?, "statki listening");
-    // `into_make_service` shares the router per connection; serving the `Router` itself
-    // deep-clones every route for each connection (about 90 KiB each, kept while an event
-    // stream is open).
-    axum::serve(listener, router.into_make_service())
-        .with_graceful_shutdown(async move {
+    let connections = config.connection_settings();
+    anyhow::ensure!(
+        connections.idle_timeout > HubSettings::default().keep_alive,
+        "STATKI_IDLE_TIMEOUT_SECONDS must exceed the event streams' keep-alive of {} s",
+        HubSettings::default().keep_alive.as_secs()
+    );
+    http::server::serve(
+        listener,
+        router,
+        connections,
+        async move {
             shutdown_signal().await;
             // Streams never end by themselves; a graceful shutdown would wait for ever.
             live.close();
-        })
-        .await?;
+        },
+        Duration::from_secs(20),
+    )
+    .await;
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);
     let _ = clock_task.await;
     let _ = matchmaking_task.await;
     let _ = bot_task.await;
+    let _ = housekeeping_task.await;
     pool.close().await;
     Ok(())
 }

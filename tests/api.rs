@@ -160,7 +160,7 @@ async fn tokens_are_required_and_checked(pool: PgPool) {
         "unauthorized",
     )
     .await;
-    let forged = statki::auth::Tokens::new(b"another secret")
+    let forged = statki::auth::Tokens::new(b"another-secret-that-is-at-least-32-bytes")
         .unwrap()
         .mint(ala.id.parse().unwrap(), chrono::Utc::now())
         .unwrap();
@@ -938,6 +938,10 @@ async fn system_routes_answer(pool: PgPool) {
     assert_eq!(app.get("/readyz", None).await.status, StatusCode::OK);
     let (_, first, _) = app.battle_match("statki").await;
     let _ = first;
+    // The database gauges are refreshed in the background, not by the scrape.
+    statki::housekeeping::refresh_gauges(&app.pool)
+        .await
+        .unwrap();
     let metrics = app
         .client
         .get(app.url("/metrics"))

@@ -160,9 +160,14 @@ async fn every_query_in_the_audit_guide_runs_and_returns_sensible_rows(pool: PgP
             .unwrap_or_default()
             .trim_start_matches("-- ")
             .to_owned();
-        // Audit queries only read: a write in the guide would fail here.
+        // Audit queries only read, as the auditor role the guide tells operators to use:
+        // a write, or a read of something secret, would fail here.
         let mut tx = app.pool.begin().await.unwrap();
         sqlx::query("SET TRANSACTION READ ONLY")
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        sqlx::query("SET LOCAL ROLE statki_auditor")
             .execute(&mut *tx)
             .await
             .unwrap();
@@ -177,6 +182,63 @@ async fn every_query_in_the_audit_guide_runs_and_returns_sensible_rows(pool: PgP
             assert!(!rows.is_empty(), "{title}: no rows");
             check_rows(&title, &rows);
         }
+    }
+}
+
+#[sqlx::test]
+async fn the_auditor_role_reads_the_record_but_no_secret(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    seed(&app).await;
+    statki::store::settings::get_or_init(&app.pool, "jwt_secret", "a-generated-secret")
+        .await
+        .unwrap();
+    let as_auditor = |sql: &'static str| {
+        let pool = app.pool.clone();
+        async move {
+            let mut tx = pool.begin().await.unwrap();
+            sqlx::query("SET LOCAL ROLE statki_auditor")
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            let result = sqlx::query(sql).fetch_all(&mut *tx).await;
+            tx.rollback().await.unwrap();
+            result
+        }
+    };
+    for readable in [
+        "SELECT * FROM match_events",
+        "SELECT * FROM matches",
+        "SELECT * FROM ratings",
+        "SELECT * FROM rating_changes",
+        "SELECT * FROM match_summary",
+        "SELECT * FROM shot_log",
+        "SELECT * FROM rating_history",
+        "SELECT id, name, created_at FROM players",
+    ] {
+        let rows = as_auditor(readable)
+            .await
+            .unwrap_or_else(|e| panic!("{readable}: {e}"));
+        assert!(!rows.is_empty(), "{readable}");
+    }
+    for secret in [
+        "SELECT value FROM settings",
+        "SELECT * FROM idempotency_keys",
+        // Every column of players, so any column added later must be granted on purpose.
+        "SELECT * FROM players",
+        "SELECT * FROM player_notices",
+    ] {
+        let error = as_auditor(secret).await.expect_err(secret);
+        let code = error
+            .as_database_error()
+            .and_then(|e| e.code())
+            .map(|code| code.into_owned());
+        assert_eq!(code.as_deref(), Some("42501"), "{secret}: {error}");
+    }
+    for write in [
+        "UPDATE matches SET phase = 'cancelled'",
+        "INSERT INTO settings (key, value) VALUES ('x', 'y')",
+    ] {
+        assert!(as_auditor(write).await.is_err(), "{write}");
     }
 }
 

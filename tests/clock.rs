@@ -35,6 +35,7 @@ fn settings(placement_seconds: u32, shot_seconds: u32, join_seconds: u32) -> Gam
             shot_seconds,
         },
         join_seconds,
+        open_matches_per_player: 100,
     }
 }
 
@@ -429,9 +430,13 @@ async fn store_players(pool: &PgPool, n: usize) -> Vec<Uuid> {
     let mut ids = Vec::new();
     for _ in 0..n {
         let id = Uuid::now_v7();
-        store::players::insert(pool, id, &unique("p"))
-            .await
-            .unwrap();
+        store::players::insert(
+            pool,
+            id,
+            &statki::names::PlayerName::parse(&unique("p")).unwrap(),
+        )
+        .await
+        .unwrap();
         ids.push(id);
     }
     ids

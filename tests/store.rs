@@ -5,12 +5,15 @@
 use chrono::Utc;
 use sqlx::PgPool;
 use statki::engine::{Clock, HouseOptions, Match, MatchRules, RuleSetId};
+use statki::names::PlayerName;
 use statki::store::{self, StoreError, events, idempotency, matches, players, settings};
 use uuid::Uuid;
 
 async fn one_match(pool: &PgPool) -> Uuid {
     let creator = Uuid::new_v4();
-    players::insert(pool, creator, "Ala").await.unwrap();
+    players::insert(pool, creator, &PlayerName::parse("Ala").unwrap())
+        .await
+        .unwrap();
     let rules = MatchRules::new(
         RuleSetId::Statki,
         HouseOptions::default(),
@@ -102,10 +105,19 @@ async fn an_idempotency_key_is_claimed_once_per_player(pool: PgPool) {
 
 #[sqlx::test]
 async fn names_are_unique_regardless_of_case(pool: PgPool) {
-    players::insert(&pool, Uuid::new_v4(), "Kapitan")
-        .await
-        .unwrap();
-    let taken = players::insert(&pool, Uuid::new_v4(), "KAPITAN").await;
+    players::insert(
+        &pool,
+        Uuid::new_v4(),
+        &PlayerName::parse("Kapitan").unwrap(),
+    )
+    .await
+    .unwrap();
+    let taken = players::insert(
+        &pool,
+        Uuid::new_v4(),
+        &PlayerName::parse("KAPITAN").unwrap(),
+    )
+    .await;
     assert!(matches!(taken, Err(StoreError::NameTaken)));
 }
 

@@ -15,7 +15,8 @@ use uuid::Uuid;
 
 use super::idempotency::{Idempotency, claim_or_replay};
 use super::resources::PlayerProfile;
-use super::{App, AppError, Result, validate_name};
+use super::{App, AppError, Result};
+use crate::names::PlayerName;
 use crate::accounts::password::{self, Password};
 use crate::accounts::revocations::{self, Revocations, TOKENS_CHANNEL};
 use crate::auth::Verified;
@@ -77,7 +78,7 @@ impl App {
         password: Option<String>,
         idempotency: Option<&Idempotency>,
     ) -> Result<Session> {
-        let name = validate_name(name)?;
+        let name = PlayerName::parse(name).map_err(|e| AppError::InvalidName(e.to_string()))?;
         let password = password.map(Password::new).transpose()?;
         let hash = match &password {
             Some(password) => Some(password::hash(password).await?),
@@ -98,10 +99,10 @@ impl App {
             return Ok(first);
         }
         let id = Uuid::now_v7();
-        let row = players::insert(&mut *tx, id, name)
+        let row = players::insert(&mut *tx, id, &name)
             .await
             .map_err(|e| match e {
-                StoreError::NameTaken => AppError::NameTaken(name.to_owned()),
+                StoreError::NameTaken => AppError::NameTaken(name.to_string()),
                 other => other.into(),
             })?;
         if let Some(hash) = &hash {

@@ -22,6 +22,8 @@ pub enum AppError {
     RankedNeedsStandardRules(&'static str),
     #[error("a match against a bot is never ranked: create it with `ranked: false`")]
     RankedAgainstBot,
+    #[error("you already have {0} matches waiting for an opponent; withdraw one or wait")]
+    TooManyOpenMatches(u32),
     #[error("this Idempotency-Key was used for a different request")]
     IdempotencyMismatch,
     #[error("a request with this Idempotency-Key is still being processed")]
@@ -71,6 +73,7 @@ impl AppError {
             AppError::UnknownRuleset(_) => "unknown_ruleset",
             AppError::RankedNeedsStandardRules(_) => "ranked_needs_standard_rules",
             AppError::RankedAgainstBot => "ranked_against_bot",
+            AppError::TooManyOpenMatches(_) => "too_many_open_matches",
             AppError::IdempotencyMismatch => "idempotency_key_reused",
             AppError::IdempotencyInProgress => "idempotency_key_in_progress",
             AppError::Token(_) | AppError::UnknownPlayer | AppError::Revoked => "unauthorized",
@@ -102,12 +105,17 @@ impl AppError {
 /// lost (so nothing was stored), rather than a fault in what was asked of it.
 fn is_unavailable(error: &sqlx::Error) -> bool {
     match error {
-        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => true,
+        sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_) => true,
         // Class 08: connection exceptions; 57P01–57P03: the server is shutting down or
-        // the session was terminated.
-        sqlx::Error::Database(db) => db
-            .code()
-            .is_some_and(|code| code.starts_with("08") || code.starts_with("57P")),
+        // the session was terminated; 53300: too many connections.
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+            code.starts_with("08") || code.starts_with("57P") || code == "53300"
+        }),
         _ => false,
     }
 }

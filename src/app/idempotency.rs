@@ -55,7 +55,9 @@ pub(crate) async fn claim_or_replay(
     let Some(key) = idempotency else {
         return Ok(None);
     };
-    if idempotency::claim(&mut *tx, actor, &key.key, &key.request_hash).await? {
+    if idempotency::claim(&mut *tx, actor, &key.key, &key.request_hash).await?
+        || idempotency::reclaim_expired(&mut *tx, actor, &key.key, &key.request_hash).await?
+    {
         return Ok(None);
     }
     replay(tx, actor, key).await.map(Some)

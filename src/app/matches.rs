@@ -64,6 +64,10 @@ impl App {
         if let Some(answer) = claim_or_replay(&mut tx, creator, idempotency).await? {
             return Ok(Answer::Replayed(answer));
         }
+        let limit = self.settings().open_matches_per_player;
+        if store::matches::count_waiting_locked(&mut tx, creator).await? >= i64::from(limit) {
+            return Err(AppError::TooManyOpenMatches(limit));
+        }
         let now = store::now(&mut *tx).await?;
         let created = Match::create(creator, rules, request.ranked, request.opponent, now)?;
         let change = Change::new_match(Uuid::now_v7(), vec![created])?;

@@ -27,7 +27,6 @@ pub use bots::{BotBatch, BotProfile, BotWindow};
 pub use clocks::Expired;
 pub use error::{AppError, Result};
 pub use idempotency::{Answer, Idempotency};
-pub use players::{NAME_MAX_CHARS, validate_name};
 pub use resources::{
     EventResource, MatchResource, NewMatch, OwnClock, PlayerProfile, ShotAnswer, ms_left,
     viewer_of,
@@ -45,6 +44,8 @@ pub const EVENTS_PAGE: i64 = 500;
 pub struct GameSettings {
     pub standard_clock: Clock,
     pub join_seconds: u32,
+    /// Most unjoined matches one player may hold, so nobody can fill the open list.
+    pub open_matches_per_player: u32,
 }
 
 /// Lanes that commit command batches concurrently: while one commits, the next gathers.

@@ -6,31 +6,6 @@ use super::resources::PlayerProfile;
 use super::{App, AppError, Result, ladder};
 use crate::store::players;
 
-/// Longest player name, in characters.
-pub const NAME_MAX_CHARS: usize = 32;
-
-/// Checks a player name: 1–32 characters, no control characters, no surrounding spaces.
-pub fn validate_name(name: &str) -> Result<&str> {
-    let count = name.chars().count();
-    if count == 0 || count > NAME_MAX_CHARS {
-        return Err(AppError::InvalidName(format!(
-            "a name has 1 to {NAME_MAX_CHARS} characters"
-        )));
-    }
-    if name.chars().any(char::is_control) {
-        return Err(AppError::InvalidName(
-            "a name may not contain control characters".into(),
-        ));
-    }
-    // U+FEFF counts as white space here, as in the patterns clients validate with.
-    if name.trim_matches(|c: char| c.is_whitespace() || c == '\u{feff}') != name {
-        return Err(AppError::InvalidName(
-            "a name may not start or end with white space".into(),
-        ));
-    }
-    Ok(name)
-}
-
 impl App {
     pub async fn profile(&self, id: Uuid) -> Result<PlayerProfile> {
         let row = players::get(self.pool(), id)

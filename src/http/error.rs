@@ -86,6 +86,8 @@ error_codes! {
     WrongPassword = "wrong_password",
     CurrentPasswordRequired = "current_password_required",
     RankedAgainstBot = "ranked_against_bot",
+    RateLimited = "rate_limited",
+    TooManyOpenMatches = "too_many_open_matches",
 }
 
 impl std::fmt::Display for ErrorCode {
@@ -183,6 +185,7 @@ fn status_of(error: &AppError) -> StatusCode {
         AppError::Rule(refusal) => refusal_status(refusal),
         AppError::NotFound(_) | AppError::NotQueued => StatusCode::NOT_FOUND,
         AppError::NameTaken(_)
+        | AppError::TooManyOpenMatches(_)
         | AppError::IdempotencyInProgress
         | AppError::AlreadyQueued
         | AppError::InMatch
@@ -211,6 +214,23 @@ fn status_of(error: &AppError) -> StatusCode {
             }
         }
     }
+}
+
+/// A rejection's text without what only the parsing library knows: its own wording of
+/// the failure kind and the line and column of a one-line body.
+fn public_detail(text: &str) -> String {
+    let text = [
+        "Failed to deserialize the JSON body into the target type: ",
+        "Failed to deserialize query string: ",
+    ]
+    .iter()
+    .find_map(|prefix| text.strip_prefix(prefix))
+    .unwrap_or(text);
+    let text = match text.rfind(" at line ") {
+        Some(at) if text[at..].contains(" column ") => &text[..at],
+        _ => text,
+    };
+    text.to_owned()
 }
 
 impl ErrorCode {
@@ -251,12 +271,17 @@ impl From<AppError> for ApiError {
 
 impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> Self {
-        let detail = rejection.body_text();
+        let detail = match &rejection {
+            JsonRejection::JsonDataError(_) => public_detail(&rejection.body_text()),
+            JsonRejection::JsonSyntaxError(_) => "the body is not valid JSON".to_owned(),
+            JsonRejection::BytesRejection(_) => "the body could not be read".to_owned(),
+            _ => public_detail(&rejection.body_text()),
+        };
         match rejection.status() {
             StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 ErrorCode::PayloadTooLarge,
-                detail,
+                format!("the body is larger than {} bytes", super::BODY_LIMIT_BYTES),
             ),
             StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -275,10 +300,11 @@ impl From<JsonRejection> for ApiError {
 
 impl From<PathRejection> for ApiError {
     fn from(rejection: PathRejection) -> Self {
+        tracing::debug!(detail = %rejection.body_text(), "refused a path");
         ApiError::new(
             StatusCode::BAD_REQUEST,
             ErrorCode::InvalidPath,
-            rejection.body_text(),
+            "a path parameter is malformed: ids are UUIDs, ship indexes small numbers",
         )
     }
 }
@@ -288,7 +314,7 @@ impl From<QueryRejection> for ApiError {
         ApiError::new(
             StatusCode::BAD_REQUEST,
             ErrorCode::InvalidQuery,
-            rejection.body_text(),
+            public_detail(&rejection.body_text()),
         )
     }
 }
@@ -340,6 +366,7 @@ mod tests {
             AppError::WrongPassword,
             AppError::CurrentPasswordRequired,
             AppError::RankedAgainstBot,
+            AppError::TooManyOpenMatches(5),
             AppError::ShuttingDown,
             AppError::Unavailable(String::new()),
             AppError::Corrupt(String::new()),

@@ -107,7 +107,10 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
                 ApiError::new(
                     axum::http::StatusCode::BAD_REQUEST,
                     ErrorCode::InvalidIdempotencyKey,
-                    format!("Idempotency-Key must be 1 to {IDEMPOTENCY_KEY_MAX} visible ASCII characters"),
+                    format!(
+                        "Idempotency-Key must be 1 to {IDEMPOTENCY_KEY_MAX} visible ASCII \
+                         characters (no spaces)"
+                    ),
                 )
             })?;
         Ok(IdempotencyKey(Some(key.to_owned())))

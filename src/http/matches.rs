@@ -155,7 +155,7 @@ async fn answer_with_view(
     responses(
         (status = 201, description = "The new match as its creator sees it", body = MatchResource),
         (status = 404, description = "`not_found`: no player has the opponent id", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`own_match` (challenging yourself), `idempotency_key_in_progress`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`own_match` (challenging yourself), `too_many_open_matches` (the creator already holds the most unjoined matches allowed), `idempotency_key_in_progress`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`unknown_ruleset`, `invalid_option`, `ranked_needs_standard_rules`, `ranked_against_bot` (a ranked challenge to a bot), `invalid_body`, `idempotency_key_reused`", body = Problem, content_type = "application/problem+json"),
     )
 )]

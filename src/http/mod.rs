@@ -7,10 +7,12 @@ mod bots;
 pub mod error;
 pub mod extract;
 mod ladder;
+pub mod limits;
 mod matches;
 mod players;
 mod queue;
 mod rulesets;
+pub mod server;
 mod stream;
 mod system;
 mod web;
@@ -19,12 +21,13 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
-use axum::http::{HeaderName, HeaderValue, Method, StatusCode};
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
@@ -37,6 +40,18 @@ use error::{ApiError, ErrorCode};
 /// Largest accepted request body.
 pub const BODY_LIMIT_BYTES: usize = 16 * 1024;
 
+/// Who may read `/metrics` on the API's own address.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum MetricsAccess {
+    /// Anyone (for a private network).
+    #[default]
+    Open,
+    /// Only requests with `Authorization: Bearer <token>`.
+    Token(String),
+    /// Nobody: metrics are served on their own address (see [`metrics_app`]).
+    Elsewhere,
+}
+
 /// What every handler can reach.
 #[derive(Clone)]
 pub struct AppState {
@@ -44,6 +59,10 @@ pub struct AppState {
     pub metrics: Option<PrometheusHandle>,
     /// This replica's live-update hub (SSE streams).
     pub live: Hub,
+    /// Who may read `/metrics` on the API address.
+    pub metrics_access: MetricsAccess,
+    /// This replica's rate limiters; `None` when limits are off.
+    pub limits: Option<std::sync::Arc<limits::RateLimits>>,
 }
 
 /// Transport settings of the HTTP layer.
@@ -52,13 +71,17 @@ pub struct HttpSettings {
     /// Origins allowed by CORS; empty allows none, `*` allows any.
     pub cors_origins: Vec<String>,
     pub request_timeout: Option<Duration>,
+    /// Who may read `/metrics` on the API address.
+    pub metrics_access: MetricsAccess,
+    /// Rate limits; `None` turns them off (benchmarks, tests that are not about them).
+    pub rate_limits: Option<limits::RateLimitSettings>,
 }
 
 #[derive(OpenApi)]
 #[openapi(
     info(
         title = "Statki",
-        description = "An authoritative HTTP/JSON Battleship service. Every refusal is an RFC 9457 problem (application/problem+json) with a stable `code`.",
+        description = "An authoritative HTTP/JSON Battleship service. Every refusal is an RFC 9457 problem (application/problem+json) with a stable `code`. Any request may be refused `429 rate_limited` (with `Retry-After` and `RateLimit` headers) when its client address or player is over a rate limit; see docs/security.md.",
         license(name = "MIT OR Apache-2.0", identifier = "MIT OR Apache-2.0")
     ),
     servers((url = "/", description = "The server this document is served from")),
@@ -119,6 +142,11 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 /// The whole application, as `main` serves it and tests build it.
 pub fn app(state: AppState, settings: &HttpSettings) -> Router {
     let (router, _) = routes().split_for_parts();
+    let state = AppState {
+        limits: settings.rate_limits.clone().map(limits::RateLimits::new),
+        metrics_access: settings.metrics_access.clone(),
+        ..state
+    };
     let request_id = HeaderName::from_static("x-request-id");
     let timeout = settings.request_timeout.unwrap_or(Duration::from_secs(15));
     router
@@ -126,12 +154,26 @@ pub fn app(state: AppState, settings: &HttpSettings) -> Router {
         .fallback(fallback)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            limits::enforce,
+        ))
         .layer(middleware::from_fn(record_metrics))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             timeout,
         ))
         .layer(cors(&settings.cors_origins))
+        // Every answer: never sniffed as another type; never cached unless a route says
+        // otherwise (answers carry tokens and per-player views).
+        .layer(SetResponseHeaderLayer::overriding(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("no-store"),
+        ))
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(TraceLayer::new_for_http())
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
@@ -223,5 +265,22 @@ pub fn state(app: App, live: Hub) -> AppState {
         app,
         metrics: prometheus(),
         live,
+        limits: None,
+        metrics_access: MetricsAccess::Open,
     }
+}
+
+/// `/metrics` alone, for serving on an address of its own (e.g. reachable only by the
+/// monitoring network).
+pub fn metrics_app(state: AppState) -> Router {
+    Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(
+                |axum::extract::State(state): axum::extract::State<AppState>| async move {
+                    system::render_metrics(&state)
+                },
+            ),
+        )
+        .with_state(state)
 }

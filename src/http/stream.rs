@@ -57,6 +57,9 @@ pub struct Notice {
     /// The names of the players the notice names, by id.
     names: std::collections::BTreeMap<Uuid, String>,
 }
+/// Largest resume point: the largest integer a JavaScript client holds exactly, far beyond
+/// any sequence number, and far enough from `i64::MAX` that no arithmetic on it overflows.
+pub const CURSOR_MAX: i64 = (1 << 53) - 1;
 
 /// Seconds a refused client is asked to wait before trying again.
 const RETRY_AFTER_SECONDS: &str = "5";
@@ -95,7 +98,15 @@ fn resume_point(headers: &HeaderMap, query: &StreamQuery) -> Result<i64, ApiErro
             }
         }
     };
-    Ok(from_header.or(query.after).unwrap_or(0).max(0))
+    let after = from_header.or(query.after).unwrap_or(0).max(0);
+    if after > CURSOR_MAX {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidLastEventId,
+            format!("a stream resumes after an event id from 0 to {CURSOR_MAX}"),
+        ));
+    }
+    Ok(after)
 }
 
 fn live_error(error: LiveError) -> Response {
@@ -165,7 +176,7 @@ fn sse(state: &AppState, feed: Feed, token: Verified) -> Response {
     responses(
         (status = 200, description = "An event stream; see docs/live.md", content_type = "text/event-stream", body = String),
         (status = 204, description = "The match is over and the caller has every event: nothing will follow (an EventSource stops reconnecting)"),
-        (status = 400, description = "`invalid_last_event_id`, `invalid_query`", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "`invalid_last_event_id` (not a number, or beyond 2^53 − 1), `invalid_query`", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "`too_many_streams`: the caller's or this replica's stream limit; see Retry-After", body = Problem, content_type = "application/problem+json"),
@@ -204,7 +215,7 @@ async fn match_stream(
     security(("bearer" = [])),
     responses(
         (status = 200, description = "An event stream; see docs/live.md", content_type = "text/event-stream", body = String),
-        (status = 400, description = "`invalid_last_event_id`, `invalid_query`", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "`invalid_last_event_id` (not a number, or beyond 2^53 − 1), `invalid_query`", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "`too_many_streams`: the caller's or this replica's stream limit; see Retry-After", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`unavailable`: shutting down, or the database is unavailable", body = Problem, content_type = "application/problem+json"),

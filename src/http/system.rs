@@ -1,12 +1,13 @@
 //! Health, readiness, Prometheus metrics and the OpenAPI document.
 
 use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use subtle::ConstantTimeEq;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::AppState;
 use super::error::{ApiError, ErrorCode};
+use super::{AppState, MetricsAccess};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -29,23 +30,49 @@ async fn healthz() -> &'static str {
 ))]
 async fn readyz(State(state): State<AppState>) -> Result<&'static str, ApiError> {
     state.app.ready().await.map_err(|e| {
+        tracing::warn!(error = %e, "not ready: the database does not answer");
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::Unavailable,
-            format!("database: {e}"),
+            "the database does not answer",
         )
     })?;
     Ok("ready")
 }
 
-/// Prometheus metrics: requests, latencies, matches by phase, shots, events.
-#[utoipa::path(get, path = "/metrics", tag = "system", responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
-async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    if let Ok(phases) = state.app.matches_by_phase().await {
-        for (phase, count) in phases {
-            metrics::gauge!("statki_matches", "phase" => phase).set(count as f64);
+/// Prometheus metrics: requests, latencies, matches by phase (refreshed in the background,
+/// not per scrape), shots, events, rate-limit refusals. When the operator sets a metrics
+/// token, only `Authorization: Bearer <that token>` is answered; when metrics are served
+/// on their own address, this route answers 404.
+#[utoipa::path(get, path = "/metrics", tag = "system", responses(
+    (status = 200, description = "Prometheus text format", content_type = "text/plain"),
+    (status = 401, description = "`unauthorized`: a metrics token is configured and was not sent", body = super::error::Problem, content_type = "application/problem+json"),
+    (status = 404, description = "`not_found`: metrics are served on their own address", body = super::error::Problem, content_type = "application/problem+json"),
+))]
+async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    match &state.metrics_access {
+        MetricsAccess::Open => {}
+        MetricsAccess::Elsewhere => {
+            return ApiError::not_found("no such route; see /openapi.yaml").into_response();
+        }
+        MetricsAccess::Token(expected) => {
+            let sent = headers
+                .get(header::AUTHORIZATION)
+                .and_then(|value| value.to_str().ok())
+                .and_then(|value| value.strip_prefix("Bearer "))
+                .unwrap_or_default();
+            let matches: bool = sent.as_bytes().ct_eq(expected.as_bytes()).into();
+            if !matches {
+                return ApiError::unauthorized("/metrics needs the metrics bearer token")
+                    .into_response();
+            }
         }
     }
+    render_metrics(&state).into_response()
+}
+
+/// The Prometheus text of this replica.
+pub fn render_metrics(state: &AppState) -> impl IntoResponse + use<> {
     let body = state
         .metrics
         .as_ref()

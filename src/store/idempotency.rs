@@ -3,6 +3,7 @@
 //! Keys are scoped by player. Registration has no player yet: its keys live under
 //! [`REGISTRATION_SCOPE`], a key space no player can share.
 
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::{PgExecutor, Row};
 use uuid::Uuid;
@@ -11,9 +12,13 @@ use super::StoreError;
 
 /// The scope of registration keys: the nil id, which the schema forbids as a player id.
 pub const REGISTRATION_SCOPE: Uuid = Uuid::nil();
+/// How long a key is remembered: a retry later than this is a new request, and the
+/// housekeeping step deletes the key.
+pub const KEY_LIFETIME: chrono::TimeDelta = chrono::TimeDelta::hours(24);
 
 /// Claims `key` for this request inside the caller's transaction. Returns false when the
-/// key was already used (a concurrent claimant waits here until the first commits).
+/// key was already used (a concurrent claimant waits here until the first commits); see
+/// [`reclaim_expired`] for a key older than [`KEY_LIFETIME`].
 pub async fn claim(
     db: impl PgExecutor<'_>,
     player: Uuid,
@@ -117,6 +122,29 @@ pub async fn claim_many(
         .collect())
 }
 
+/// Claims a used key afresh for this request when it is older than [`KEY_LIFETIME`]: it
+/// is forgotten, so the request is a new one. Returns whether it was claimed. Only asked
+/// after [`claim`] found the key used, so the common path costs nothing more.
+pub async fn reclaim_expired(
+    db: impl PgExecutor<'_>,
+    player: Uuid,
+    key: &str,
+    request_hash: &str,
+) -> Result<bool, StoreError> {
+    let reclaimed = sqlx::query(
+        "UPDATE idempotency_keys
+         SET request_hash = $3, response = NULL, created_at = clock_timestamp()
+         WHERE player_id = $1 AND key = $2 AND created_at < clock_timestamp() - $4::interval",
+    )
+    .bind(player)
+    .bind(key)
+    .bind(request_hash)
+    .bind(KEY_LIFETIME)
+    .execute(db)
+    .await?;
+    Ok(reclaimed.rows_affected() == 1)
+}
+
 /// Records the answer for a claimed key, in the same transaction as the command.
 pub async fn finish(
     db: impl PgExecutor<'_>,
@@ -159,4 +187,23 @@ pub async fn get(
     .await?;
     row.map(|row| Ok((row.try_get("request_hash")?, row.try_get("response")?)))
         .transpose()
+}
+
+/// Deletes up to `batch` keys created before `before`, oldest first; returns how many.
+/// Safe for any number of replicas at once: rows another deleter holds are skipped.
+pub async fn purge(
+    db: impl PgExecutor<'_>,
+    before: DateTime<Utc>,
+    batch: i64,
+) -> Result<u64, StoreError> {
+    let deleted = sqlx::query(
+        "DELETE FROM idempotency_keys WHERE (player_id, key) IN (
+             SELECT player_id, key FROM idempotency_keys WHERE created_at < $1
+             ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)",
+    )
+    .bind(before)
+    .bind(batch)
+    .execute(db)
+    .await?;
+    Ok(deleted.rows_affected())
 }

@@ -317,6 +317,25 @@ impl RowColumns {
     }
 }
 
+/// How many matches `creator` has waiting for an opponent. Locks the creator's row first
+/// (without blocking foreign-key checks), so two concurrent creations by one player are
+/// counted one after the other and cannot both slip under a cap.
+pub async fn count_waiting_locked(
+    tx: &mut sqlx::PgConnection,
+    creator: Uuid,
+) -> Result<i64, StoreError> {
+    sqlx::query("SELECT 1 FROM players WHERE id = $1 FOR NO KEY UPDATE")
+        .bind(creator)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let count =
+        sqlx::query_scalar("SELECT count(*) FROM matches WHERE creator = $1 AND phase = 'waiting'")
+            .bind(creator)
+            .fetch_one(&mut *tx)
+            .await?;
+    Ok(count)
+}
+
 /// Matches whose clock may have run out by `now` (their `wake_at`, a lower bound of the
 /// deadline, has passed), earliest first, locked for this transaction; rows another
 /// transaction holds are skipped, not waited for. Each row is read as locked, so a command

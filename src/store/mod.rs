@@ -14,6 +14,7 @@ pub mod ratings;
 pub mod rematch;
 pub mod replicas;
 pub mod settings;
+pub mod streams;
 
 use sqlx::PgPool;
 use sqlx::migrate::MigrateDatabase;

@@ -5,6 +5,7 @@ use sqlx::{PgExecutor, Row};
 use uuid::Uuid;
 
 use super::StoreError;
+use crate::names::PlayerName;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlayerRow {
@@ -13,24 +14,26 @@ pub struct PlayerRow {
     pub created_at: DateTime<Utc>,
 }
 
+/// Inserts a player; `NameTaken` when a player with the same name key exists.
 pub async fn insert(
     db: impl PgExecutor<'_>,
     id: Uuid,
-    name: &str,
+    name: &PlayerName,
 ) -> Result<PlayerRow, StoreError> {
     let row = sqlx::query(
-        "INSERT INTO players (id, name, name_key) VALUES ($1, $2, lower($2))
+        "INSERT INTO players (id, name, name_key) VALUES ($1, $2, $3)
          ON CONFLICT (name_key) DO NOTHING
          RETURNING created_at",
     )
     .bind(id)
-    .bind(name)
+    .bind(name.as_str())
+    .bind(name.key())
     .fetch_optional(db)
     .await?;
     let row = row.ok_or(StoreError::NameTaken)?;
     Ok(PlayerRow {
         id,
-        name: name.to_owned(),
+        name: name.to_string(),
         created_at: row.try_get("created_at")?,
     })
 }

@@ -11,7 +11,7 @@ use statki::engine::Clock;
 use statki::http::{self, HttpSettings};
 use statki::live::{Hub, HubSettings};
 
-pub const SECRET: &[u8] = b"test-secret-for-statki-tests";
+pub const SECRET: &[u8] = b"test-secret-for-statki-tests-32-bytes-at-least";
 
 pub struct TestApp {
     pub address: String,
@@ -36,6 +36,7 @@ pub fn standard_settings() -> GameSettings {
             shot_seconds: 30,
         },
         join_seconds: 900,
+        open_matches_per_player: 100,
     }
 }
 
@@ -50,25 +51,59 @@ pub async fn spawn_app_with(pool: PgPool, settings: GameSettings) -> TestApp {
 
 /// Serves the application with the given clocks and live-hub settings.
 pub async fn spawn_app_full(pool: PgPool, settings: GameSettings, live: HubSettings) -> TestApp {
+    spawn_app_http(pool, settings, live, test_http_settings()).await
+}
+
+/// The transport settings of test apps: one CORS origin, no rate limits.
+pub fn test_http_settings() -> HttpSettings {
+    HttpSettings {
+        cors_origins: vec!["https://play.example".into()],
+        request_timeout: None,
+        rate_limits: None,
+        metrics_access: Default::default(),
+    }
+}
+
+/// Serves the application with the given clocks, live-hub and transport settings.
+pub async fn spawn_app_http(
+    pool: PgPool,
+    settings: GameSettings,
+    live: HubSettings,
+    http_settings: HttpSettings,
+) -> TestApp {
+    spawn_app_served(
+        pool,
+        settings,
+        live,
+        http_settings,
+        http::server::ConnectionSettings::default(),
+    )
+    .await
+}
+
+/// Serves the application with every setting given, connection limits too.
+pub async fn spawn_app_served(
+    pool: PgPool,
+    settings: GameSettings,
+    live: HubSettings,
+    http_settings: HttpSettings,
+    connection_settings: http::server::ConnectionSettings,
+) -> TestApp {
     statki::store::migrate(&pool).await.expect("migrations");
     let core = App::new(pool.clone(), settings, Tokens::new(SECRET).expect("keys"));
     let live = Hub::start(&pool, live);
-    let app = http::app(
-        http::state(core.clone(), live.clone()),
-        &HttpSettings {
-            cors_origins: vec!["https://play.example".into()],
-            request_timeout: None,
-        },
-    );
+    let app = http::app(http::state(core.clone(), live.clone()), &http_settings);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let address = format!("http://{}", listener.local_addr().expect("address"));
-    tokio::spawn(async move {
-        axum::serve(listener, app.into_make_service())
-            .await
-            .expect("serve")
-    });
+    tokio::spawn(http::server::serve(
+        listener,
+        app,
+        connection_settings,
+        std::future::pending(),
+        std::time::Duration::ZERO,
+    ));
     TestApp {
         address,
         client: reqwest::Client::new(),

@@ -1,0 +1,324 @@
+//! Rate limits: per client address and per player, with `governor`'s keyed GCRA limiters.
+//!
+//! Every request but the probes (`/healthz`, `/readyz`, `/metrics`) counts against its
+//! client address; registration and log-in also against their own tight per-address
+//! limits; every request with a valid bearer token also against its player. A request over
+//! a limit is answered `429 rate_limited` with `Retry-After` and the draft IETF
+//! `RateLimit-Policy` / `RateLimit` headers, and changes nothing.
+//!
+//! The client address is the TCP peer's, unless a trusted proxy header is configured: then
+//! it is the last address that header carries (the one the balancer itself added), and a
+//! client cannot choose its own bucket by sending the header.
+
+use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use uuid::Uuid;
+
+use super::AppState;
+use super::error::{ApiError, ErrorCode};
+
+/// One limit: a sustained rate (`per_period` requests each `period`) and a burst.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rate {
+    pub per_period: u32,
+    pub period: Duration,
+    pub burst: u32,
+}
+
+impl Rate {
+    pub const fn per_minute(per_minute: u32, burst: u32) -> Self {
+        Self {
+            per_period: per_minute,
+            period: Duration::from_secs(60),
+            burst,
+        }
+    }
+
+    pub const fn per_second(per_second: u32, burst: u32) -> Self {
+        Self {
+            per_period: per_second,
+            period: Duration::from_secs(1),
+            burst,
+        }
+    }
+
+    fn quota(self) -> Quota {
+        let per_period = self.per_period.max(1);
+        let interval = (self.period / per_period).max(Duration::from_nanos(1));
+        let burst = NonZeroU32::new(self.burst.max(1)).unwrap_or(NonZeroU32::MIN);
+        Quota::with_period(interval)
+            .unwrap_or_else(|| Quota::per_second(NonZeroU32::MIN))
+            .allow_burst(burst)
+    }
+}
+
+/// The limits an operator sets (see docs/security.md for the defaults' reasoning).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RateLimitSettings {
+    /// `POST /v1/players`, per client address.
+    pub register: Rate,
+    /// `POST /v1/sessions`, per client address.
+    pub login: Rate,
+    /// Every request with a valid token, per player.
+    pub player: Rate,
+    /// Every request, per client address.
+    pub address: Rate,
+    /// A header set by a trusted balancer that carries the client address
+    /// (`x-forwarded-for`, `x-real-ip`, …). Unset: the TCP peer address.
+    pub trusted_proxy_header: Option<HeaderName>,
+}
+
+impl Default for RateLimitSettings {
+    fn default() -> Self {
+        Self {
+            register: Rate::per_minute(10, 5),
+            login: Rate::per_minute(10, 10),
+            player: Rate::per_second(50, 100),
+            address: Rate::per_second(500, 1000),
+            trusted_proxy_header: None,
+        }
+    }
+}
+
+struct Limiter {
+    name: &'static str,
+    rate: Rate,
+}
+
+/// The live limiters of one replica.
+pub struct RateLimits {
+    settings: RateLimitSettings,
+    register: DefaultKeyedRateLimiter<IpAddr>,
+    login: DefaultKeyedRateLimiter<IpAddr>,
+    player: DefaultKeyedRateLimiter<Uuid>,
+    address: DefaultKeyedRateLimiter<IpAddr>,
+    checks: AtomicU64,
+}
+
+impl std::fmt::Debug for RateLimits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimits")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Keys not seen for a while are dropped every this many checks, so the memory the
+/// limiters hold stays proportional to the recently active clients.
+const HOUSEKEEPING_EVERY: u64 = 4096;
+
+impl RateLimits {
+    pub fn new(settings: RateLimitSettings) -> Arc<Self> {
+        Arc::new(Self {
+            register: RateLimiter::keyed(settings.register.quota()),
+            login: RateLimiter::keyed(settings.login.quota()),
+            player: RateLimiter::keyed(settings.player.quota()),
+            address: RateLimiter::keyed(settings.address.quota()),
+            settings,
+            checks: AtomicU64::new(0),
+        })
+    }
+
+    /// The client address of a request: the trusted header's last entry, else the peer.
+    pub fn client_address(&self, headers: &HeaderMap, peer: Option<IpAddr>) -> Option<IpAddr> {
+        let from_header = self
+            .settings
+            .trusted_proxy_header
+            .as_ref()
+            .and_then(|name| headers.get_all(name).iter().next_back())
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.rsplit(',').next())
+            .and_then(|last| last.trim().parse::<IpAddr>().ok());
+        from_header.or(peer)
+    }
+
+    fn housekeeping(&self) {
+        if self
+            .checks
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(HOUSEKEEPING_EVERY)
+        {
+            for limiter in [&self.register, &self.login, &self.address] {
+                limiter.retain_recent();
+                limiter.shrink_to_fit();
+            }
+            self.player.retain_recent();
+            self.player.shrink_to_fit();
+        }
+    }
+}
+
+/// How long the caller must wait when `key` is over `limiter`'s rate; `None` when allowed.
+fn check<K: std::hash::Hash + Eq + Clone>(
+    limiter: &DefaultKeyedRateLimiter<K>,
+    key: &K,
+) -> Option<Duration> {
+    limiter
+        .check_key(key)
+        .err()
+        .map(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
+}
+
+fn refused(limiter: Limiter, wait: Duration) -> Response {
+    metrics::counter!("statki_rate_limited_total", "limit" => limiter.name).increment(1);
+    let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    let seconds = seconds.max(1);
+    let mut response = ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        ErrorCode::RateLimited,
+        format!(
+            "too many requests ({} limit); retry in {seconds} s",
+            limiter.name
+        ),
+    )
+    .into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    let policy = format!(
+        "\"{}\";q={};w={}",
+        limiter.name,
+        limiter.rate.burst,
+        (limiter.rate.period.as_secs_f64() * f64::from(limiter.rate.burst)
+            / f64::from(limiter.rate.per_period.max(1)))
+        .ceil() as u64
+    );
+    if let Ok(value) = HeaderValue::from_str(&policy) {
+        headers.insert(HeaderName::from_static("ratelimit-policy"), value);
+    }
+    if let Ok(value) = HeaderValue::from_str(&format!("\"{}\";r=0;t={seconds}", limiter.name)) {
+        headers.insert(HeaderName::from_static("ratelimit"), value);
+    }
+    response
+}
+
+/// Probes are never limited: a balancer polling them must not lock clients out.
+fn exempt(path: &str) -> bool {
+    matches!(path, "/healthz" | "/readyz" | "/metrics")
+}
+
+/// The player a request's bearer token names, if it is valid.
+fn bearer_player(state: &AppState, headers: &HeaderMap) -> Option<Uuid> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    state.app.tokens().verify(token.trim()).ok()
+}
+
+/// The middleware: checks the address, the route's own limit and the player.
+pub async fn enforce(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let Some(limits) = state.limits.as_deref() else {
+        return next.run(request).await;
+    };
+    let path = request.uri().path();
+    if exempt(path) {
+        return next.run(request).await;
+    }
+    limits.housekeeping();
+    let settings = &limits.settings;
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|info| info.0.ip());
+    let address = limits.client_address(request.headers(), peer);
+    if let Some(address) = address {
+        let route_limit = match (request.method(), path) {
+            (&Method::POST, "/v1/players") => Some((
+                &limits.register,
+                Limiter {
+                    name: "register",
+                    rate: settings.register,
+                },
+            )),
+            (&Method::POST, "/v1/sessions") => Some((
+                &limits.login,
+                Limiter {
+                    name: "login",
+                    rate: settings.login,
+                },
+            )),
+            _ => None,
+        };
+        let address_limit = Limiter {
+            name: "address",
+            rate: settings.address,
+        };
+        if let Some(wait) = check(&limits.address, &address) {
+            return refused(address_limit, wait);
+        }
+        if let Some((limiter, which)) = route_limit
+            && let Some(wait) = check(limiter, &address)
+        {
+            return refused(which, wait);
+        }
+    }
+    if let Some(player) = bearer_player(&state, request.headers()) {
+        let which = Limiter {
+            name: "player",
+            rate: settings.player,
+        };
+        if let Some(wait) = check(&limits.player, &player) {
+            return refused(which, wait);
+        }
+    }
+    next.run(request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(header: Option<&'static str>) -> Arc<RateLimits> {
+        RateLimits::new(RateLimitSettings {
+            trusted_proxy_header: header.map(HeaderName::from_static),
+            ..RateLimitSettings::default()
+        })
+    }
+
+    #[test]
+    fn without_a_trusted_header_the_peer_is_the_client() {
+        let mut headers = HeaderMap::new();
+        headers.insert("x-forwarded-for", HeaderValue::from_static("203.0.113.9"));
+        let peer: IpAddr = "198.51.100.1".parse().expect("ip");
+        assert_eq!(
+            limits(None).client_address(&headers, Some(peer)),
+            Some(peer)
+        );
+    }
+
+    #[test]
+    fn a_trusted_header_gives_its_last_entry() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "x-forwarded-for",
+            HeaderValue::from_static("10.9.9.9, 203.0.113.9"),
+        );
+        let peer: IpAddr = "127.0.0.1".parse().expect("ip");
+        assert_eq!(
+            limits(Some("x-forwarded-for")).client_address(&headers, Some(peer)),
+            Some("203.0.113.9".parse().expect("ip"))
+        );
+    }
+
+    #[test]
+    fn the_burst_is_allowed_then_refused() {
+        let limiter: DefaultKeyedRateLimiter<u8> =
+            RateLimiter::keyed(Rate::per_minute(10, 3).quota());
+        for _ in 0..3 {
+            assert!(limiter.check_key(&1).is_ok());
+        }
+        assert!(limiter.check_key(&1).is_err());
+        assert!(limiter.check_key(&2).is_ok(), "keys are independent");
+    }
+}

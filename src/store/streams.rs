@@ -1,0 +1,75 @@
+//! Stream leases: one row per open event stream, so a per-player cap holds across every
+//! replica. A replica renews its leases while it lives; a lease not renewed within its
+//! lifetime (its replica died) no longer counts and is deleted by any replica.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::StoreError;
+
+/// Takes a lease for `player` unless they already hold `cap` live ones. Returns whether
+/// it was taken. Concurrent openings by one player are serialised by an advisory lock.
+pub async fn lease(
+    pool: &PgPool,
+    id: Uuid,
+    player: Uuid,
+    replica: Uuid,
+    cap: usize,
+    lifetime: Duration,
+) -> Result<bool, StoreError> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1::text, 7))")
+        .bind(player)
+        .execute(&mut *tx)
+        .await?;
+    let held: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM stream_leases
+         WHERE player_id = $1 AND renewed_at > clock_timestamp() - $2::interval",
+    )
+    .bind(player)
+    .bind(interval(lifetime))
+    .fetch_one(&mut *tx)
+    .await?;
+    if held >= i64::try_from(cap).unwrap_or(i64::MAX) {
+        return Ok(false);
+    }
+    sqlx::query(
+        "INSERT INTO stream_leases (id, player_id, replica_id, renewed_at)
+         VALUES ($1, $2, $3, clock_timestamp())",
+    )
+    .bind(id)
+    .bind(player)
+    .bind(replica)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// Gives a lease back.
+pub async fn release(pool: &PgPool, id: Uuid) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM stream_leases WHERE id = $1")
+        .bind(id)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// Renews every lease of `replica` and deletes leases that ran out (any replica's).
+pub async fn renew(pool: &PgPool, replica: Uuid, lifetime: Duration) -> Result<(), StoreError> {
+    sqlx::query("UPDATE stream_leases SET renewed_at = clock_timestamp() WHERE replica_id = $1")
+        .bind(replica)
+        .execute(pool)
+        .await?;
+    sqlx::query("DELETE FROM stream_leases WHERE renewed_at < clock_timestamp() - $1::interval")
+        .bind(interval(lifetime))
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+fn interval(lifetime: Duration) -> chrono::TimeDelta {
+    chrono::TimeDelta::from_std(lifetime).unwrap_or(chrono::TimeDelta::MAX)
+}

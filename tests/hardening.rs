@@ -1,0 +1,744 @@
+//! Abuse resistance: each test tries one attack and checks it is refused cleanly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::{
+    SECRET, TestApp, spawn_app, spawn_app_http, standard_settings, test_http_settings, unique,
+};
+use reqwest::StatusCode;
+use serde_json::json;
+use sqlx::PgPool;
+use statki::auth::{AUDIENCE, Claims, ISSUER, Tokens};
+use statki::http::MetricsAccess;
+use statki::http::limits::{Rate, RateLimitSettings};
+use statki::live::HubSettings;
+
+async fn spawn_limited(pool: PgPool, limits: RateLimitSettings) -> TestApp {
+    spawn_app_http(
+        pool,
+        standard_settings(),
+        HubSettings::default(),
+        statki::http::HttpSettings {
+            rate_limits: Some(limits),
+            ..test_http_settings()
+        },
+    )
+    .await
+}
+
+async fn register_raw(app: &TestApp, name: &str, forwarded_for: Option<&str>) -> reqwest::Response {
+    let mut request = app
+        .client
+        .post(app.url("/v1/players"))
+        .json(&json!({ "name": name }));
+    if let Some(address) = forwarded_for {
+        request = request.header("x-forwarded-for", address);
+    }
+    request.send().await.unwrap()
+}
+
+#[sqlx::test]
+async fn a_registration_flood_is_rate_limited_and_a_forged_forwarded_for_does_not_help(
+    pool: PgPool,
+) {
+    let app = spawn_limited(
+        pool,
+        RateLimitSettings {
+            register: Rate::per_minute(10, 5),
+            ..RateLimitSettings::default()
+        },
+    )
+    .await;
+    let mut created = 0;
+    let mut limited = Vec::new();
+    for i in 0..20 {
+        // Each request claims another client address; none is trusted.
+        let response = register_raw(&app, &unique("flood"), Some(&format!("203.0.113.{i}"))).await;
+        match response.status() {
+            StatusCode::CREATED => created += 1,
+            StatusCode::TOO_MANY_REQUESTS => limited.push(response),
+            other => panic!("unexpected {other}"),
+        }
+    }
+    assert_eq!(created, 5, "the burst, then the sustained rate");
+    assert_eq!(limited.len(), 15);
+    let refused = limited.pop().unwrap();
+    let retry_after: u64 = refused.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=6).contains(&retry_after), "{retry_after}");
+    assert!(refused.headers().contains_key("ratelimit-policy"));
+    assert_eq!(
+        refused.headers()["content-type"],
+        "application/problem+json"
+    );
+    let body: serde_json::Value = refused.json().await.unwrap();
+    assert_eq!(body["code"], "rate_limited");
+    let players: i64 = sqlx::query_scalar("SELECT count(*) FROM players")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(players, 5, "a refused registration stores nothing");
+}
+
+#[sqlx::test]
+async fn behind_a_trusted_balancer_each_client_address_has_its_own_budget(pool: PgPool) {
+    let app = spawn_limited(
+        pool,
+        RateLimitSettings {
+            register: Rate::per_minute(1, 1),
+            trusted_proxy_header: Some("x-forwarded-for".parse().unwrap()),
+            ..RateLimitSettings::default()
+        },
+    )
+    .await;
+    // The balancer appends the address it saw; what the client wrote before it is ignored.
+    let first = register_raw(&app, &unique("a"), Some("10.0.0.1, 198.51.100.1")).await;
+    assert_eq!(first.status(), StatusCode::CREATED);
+    let again = register_raw(&app, &unique("a"), Some("10.0.0.2, 198.51.100.1")).await;
+    assert_eq!(again.status(), StatusCode::TOO_MANY_REQUESTS);
+    let other = register_raw(&app, &unique("b"), Some("198.51.100.2")).await;
+    assert_eq!(other.status(), StatusCode::CREATED);
+}
+
+#[sqlx::test]
+async fn a_player_over_their_rate_is_limited_and_others_are_not(pool: PgPool) {
+    let app = spawn_limited(
+        pool,
+        RateLimitSettings {
+            register: Rate::per_minute(100, 100),
+            player: Rate::per_minute(1, 5),
+            ..RateLimitSettings::default()
+        },
+    )
+    .await;
+    let greedy = app.register(&unique("greedy")).await;
+    let calm = app.register(&unique("calm")).await;
+    for _ in 0..5 {
+        let reply = app
+            .get("/v1/matches?status=open", Some(&greedy.token))
+            .await;
+        assert_eq!(reply.status, StatusCode::OK);
+    }
+    let refused = app
+        .get("/v1/matches?status=open", Some(&greedy.token))
+        .await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.code(), "rate_limited");
+    let created = app.post("/v1/matches", &greedy.token, json!({})).await;
+    assert_eq!(created.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        app.event_count().await,
+        0,
+        "a limited command changes nothing"
+    );
+    let other = app.get("/v1/matches?status=open", Some(&calm.token)).await;
+    assert_eq!(other.status, StatusCode::OK);
+}
+
+#[sqlx::test]
+async fn a_player_cannot_hold_more_than_the_cap_of_open_matches(pool: PgPool) {
+    let mut settings = standard_settings();
+    settings.open_matches_per_player = 3;
+    let app = common::spawn_app_with(pool, settings).await;
+    let hoarder = app.register("hoarder").await;
+    let opponent = app.register("opponent").await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(app.create_match(&hoarder, json!({})).await);
+    }
+    let refused = app.post("/v1/matches", &hoarder.token, json!({})).await;
+    assert_eq!(refused.status, StatusCode::CONFLICT);
+    assert_eq!(refused.code(), "too_many_open_matches");
+    let challenge = app
+        .post(
+            "/v1/matches",
+            &hoarder.token,
+            json!({ "opponent": opponent.id }),
+        )
+        .await;
+    assert_eq!(
+        challenge.code(),
+        "too_many_open_matches",
+        "challenges count"
+    );
+    // Once one is joined, there is room for another.
+    let joined = app
+        .post(
+            &format!("/v1/matches/{}/join", ids[0]),
+            &opponent.token,
+            json!({}),
+        )
+        .await;
+    assert_eq!(joined.status, StatusCode::OK);
+    app.create_match(&hoarder, json!({})).await;
+    let open = app
+        .get("/v1/matches?status=open", Some(&opponent.token))
+        .await;
+    assert_eq!(open.body.as_array().unwrap().len(), 3);
+}
+
+#[sqlx::test]
+async fn concurrent_creations_cannot_slip_past_the_open_match_cap(pool: PgPool) {
+    let mut settings = standard_settings();
+    settings.open_matches_per_player = 2;
+    let app = common::spawn_app_with(pool, settings).await;
+    let hoarder = app.register("hoarder").await;
+    let replies = futures::future::join_all(
+        (0..10).map(|_| app.post("/v1/matches", &hoarder.token, json!({}))),
+    )
+    .await;
+    let created = replies
+        .iter()
+        .filter(|reply| reply.status == StatusCode::CREATED)
+        .count();
+    assert_eq!(created, 2);
+    assert!(
+        replies
+            .iter()
+            .filter(|reply| reply.status != StatusCode::CREATED)
+            .all(|reply| reply.code() == "too_many_open_matches")
+    );
+}
+
+#[sqlx::test]
+async fn look_alike_names_cannot_coexist(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    app.register("Ala").await;
+    for look_alike in ["ALA", "\u{0410}la", "\u{FF21}la", "A\u{217C}a"] {
+        let reply = app
+            .send(
+                app.client
+                    .post(app.url("/v1/players"))
+                    .json(&json!({ "name": look_alike })),
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::CONFLICT, "{look_alike:?}");
+        assert_eq!(reply.code(), "name_taken");
+    }
+    for hidden in [
+        "Bo\u{200B}lek",
+        "Bolek\u{202E}",
+        "\u{2067}Bolek",
+        "Bo\u{00AD}lek",
+    ] {
+        let reply = app
+            .send(
+                app.client
+                    .post(app.url("/v1/players"))
+                    .json(&json!({ "name": hidden })),
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "{hidden:?}");
+        assert_eq!(reply.code(), "invalid_name");
+    }
+    let wide = app
+        .send(
+            app.client
+                .post(app.url("/v1/players"))
+                .json(&json!({ "name": "\u{FF23}elina" })),
+        )
+        .await;
+    assert_eq!(wide.status, StatusCode::CREATED);
+    assert_eq!(wide.body["name"], "Celina", "stored in NFKC form");
+}
+
+#[sqlx::test]
+async fn every_answer_is_nosniff_and_token_answers_are_not_cached(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let registered = app
+        .client
+        .post(app.url("/v1/players"))
+        .json(&json!({ "name": "Ala" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(registered.status(), StatusCode::CREATED);
+    assert_eq!(registered.headers()["x-content-type-options"], "nosniff");
+    assert_eq!(registered.headers()["cache-control"], "no-store");
+    for path in ["/v1/nowhere", "/healthz", "/v1/rulesets"] {
+        let response = app.client.get(app.url(path)).send().await.unwrap();
+        assert_eq!(
+            response.headers()["x-content-type-options"],
+            "nosniff",
+            "{path}"
+        );
+    }
+}
+
+#[sqlx::test]
+async fn problems_never_carry_library_internals(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let ala = app.register("Ala").await;
+    let forged = Tokens::new(b"another-secret-that-is-at-least-32-bytes")
+        .unwrap()
+        .mint(ala.id.parse().unwrap(), chrono::Utc::now())
+        .unwrap();
+    let reply = app.get("/v1/matches?status=open", Some(&forged)).await;
+    assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+    let mut details = vec![reply.body["detail"].as_str().unwrap().to_owned()];
+    for body in [r#"{"name": "#, r#"{"name": 5}"#, r#"{"nam": "x"}"#] {
+        let reply = app
+            .send(
+                app.client
+                    .post(app.url("/v1/players"))
+                    .header("content-type", "application/json")
+                    .body(body),
+            )
+            .await;
+        assert!(reply.status.is_client_error(), "{body}");
+        details.push(reply.body["detail"].as_str().unwrap().to_owned());
+    }
+    let reply = app.get("/v1/matches/not-a-uuid", Some(&ala.token)).await;
+    assert_eq!(reply.code(), "invalid_path");
+    details.push(reply.body["detail"].as_str().unwrap().to_owned());
+    for detail in &details {
+        for internal in [
+            "InvalidSignature",
+            "line 1",
+            "column",
+            "Failed to",
+            "UUID parsing",
+        ] {
+            assert!(
+                !detail.contains(internal),
+                "{detail:?} carries {internal:?}"
+            );
+        }
+    }
+}
+
+#[sqlx::test]
+async fn a_token_not_yet_valid_or_oversized_is_refused(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let ala = app.register("Ala").await;
+    let now = chrono::Utc::now().timestamp();
+    let early = Tokens::new(SECRET)
+        .unwrap()
+        .sign(&Claims {
+            sub: ala.id.parse().unwrap(),
+            iss: ISSUER.into(),
+            aud: AUDIENCE.into(),
+            iat: Some(now as f64),
+            exp: now + 3600,
+            nbf: Some(now + 600),
+        })
+        .unwrap();
+    let reply = app.get("/v1/matches?status=open", Some(&early)).await;
+    assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+    assert!(
+        reply.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("not valid yet")
+    );
+    let huge = format!("{}.{}", ala.token, "A".repeat(8 * 1024));
+    let reply = app.get("/v1/matches?status=open", Some(&huge)).await;
+    assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+}
+
+#[sqlx::test]
+async fn a_stream_cursor_at_the_largest_number_is_refused(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let ala = app.register("Ala").await;
+    for (header, query) in [
+        (Some(i64::MAX.to_string()), ""),
+        (None, "?after=9223372036854775807"),
+    ] {
+        let mut request = app
+            .client
+            .get(app.url(&format!("/v1/stream{query}")))
+            .bearer_auth(&ala.token);
+        if let Some(header) = header {
+            request = request.header("last-event-id", header);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        let body: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(body["code"], "invalid_last_event_id");
+    }
+}
+
+#[sqlx::test]
+async fn an_idempotency_key_with_a_space_is_refused_as_its_message_says(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let ala = app.register("Ala").await;
+    let reply = app
+        .send(
+            app.client
+                .post(app.url("/v1/matches"))
+                .bearer_auth(&ala.token)
+                .header("idempotency-key", "two words")
+                .json(&json!({})),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert_eq!(reply.code(), "invalid_idempotency_key");
+    assert_eq!(app.event_count().await, 0);
+}
+
+#[sqlx::test]
+async fn idempotency_keys_expire_and_are_purged(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let ala = app.register("Ala").await;
+    let create = |key: &'static str, body: serde_json::Value| {
+        app.send(
+            app.client
+                .post(app.url("/v1/matches"))
+                .bearer_auth(&ala.token)
+                .header("idempotency-key", key)
+                .json(&body),
+        )
+    };
+    let first = create("old-key", json!({})).await;
+    assert_eq!(first.status, StatusCode::CREATED);
+    create("fresh-key", json!({})).await;
+    // A day and a bit later, the old key is forgotten: reusing it is a new request.
+    sqlx::query(
+        "UPDATE idempotency_keys SET created_at = created_at - interval '25 hours'
+         WHERE key = 'old-key'",
+    )
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    let reused = create("old-key", json!({ "ruleset": "classic" })).await;
+    assert_eq!(reused.status, StatusCode::CREATED, "{:?}", reused.body);
+    assert_ne!(reused.body["id"], first.body["id"]);
+
+    sqlx::query(
+        "UPDATE idempotency_keys SET created_at = created_at - interval '25 hours'
+         WHERE key = 'old-key'",
+    )
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    let now = statki::store::now(&app.pool).await.unwrap();
+    let purged = statki::housekeeping::purge_expired_keys(&app.pool, now)
+        .await
+        .unwrap();
+    assert_eq!(purged, 1);
+    let keys: Vec<String> = sqlx::query_scalar("SELECT key FROM idempotency_keys")
+        .fetch_all(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(keys, ["fresh-key"]);
+    // Driven a day ahead, the step purges the rest.
+    let later = now + chrono::Duration::hours(25);
+    assert_eq!(
+        statki::housekeeping::purge_expired_keys(&app.pool, later)
+            .await
+            .unwrap(),
+        1
+    );
+}
+
+#[sqlx::test]
+async fn a_database_connection_lost_mid_request_answers_503(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let (id, first, _) = app.battle_match("statki").await;
+    // Hold the match row, so the shot waits on it inside the database...
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM matches WHERE id = $1::uuid FOR UPDATE")
+        .bind(&id)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let shot = {
+        let app_url = app.url(&format!("/v1/matches/{id}/shots"));
+        let client = app.client.clone();
+        let token = first.token.clone();
+        tokio::spawn(async move {
+            client
+                .post(app_url)
+                .bearer_auth(token)
+                .json(&json!({ "cell": "A1" }))
+                .send()
+                .await
+                .unwrap()
+        })
+    };
+    // ...then terminate the connection it waits on.
+    let mut terminated = false;
+    for _ in 0..100 {
+        let killed: Vec<bool> = sqlx::query_scalar(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        if killed.iter().any(|k| *k) {
+            terminated = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(terminated, "the shot never waited on the row");
+    holder.rollback().await.unwrap();
+    let response = shot.await.unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["code"], "unavailable");
+    let shots: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM match_events WHERE match_id = $1::uuid AND kind = 'shot_fired'",
+    )
+    .bind(&id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(shots, 0, "nothing was stored");
+}
+
+#[sqlx::test]
+async fn metrics_can_require_a_token_and_never_wait_for_the_database(pool: PgPool) {
+    let app = spawn_app_http(
+        pool,
+        standard_settings(),
+        HubSettings::default(),
+        statki::http::HttpSettings {
+            metrics_access: MetricsAccess::Token("scrape-token".into()),
+            ..test_http_settings()
+        },
+    )
+    .await;
+    let anonymous = app.get("/metrics", None).await;
+    assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED);
+    let scraped = app.get("/metrics", Some("scrape-token")).await;
+    assert_eq!(scraped.status, StatusCode::OK);
+
+    // A replica whose database does not answer still answers a scrape at once.
+    let dead = sqlx::postgres::PgPoolOptions::new()
+        .acquire_timeout(Duration::from_secs(5))
+        .connect_lazy("postgres://postgres@127.0.0.1:1/none")
+        .unwrap();
+    let core = statki::app::App::new(
+        dead.clone(),
+        standard_settings(),
+        Tokens::new(SECRET).unwrap(),
+    );
+    let live = statki::live::Hub::start(&dead, Default::default());
+    let router = statki::http::app(statki::http::state(core, live), &test_http_settings());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let scrape = reqwest::Client::new()
+        .get(format!("http://{address}/metrics"))
+        .timeout(Duration::from_secs(2))
+        .send()
+        .await
+        .expect("answered without waiting for the database");
+    assert_eq!(scrape.status(), StatusCode::OK);
+}
+
+#[test]
+fn a_weak_secret_stops_the_start_up_with_a_clear_message() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_statki"))
+        .env("STATKI_JWT_SECRET", "short-secret")
+        .env(
+            "DATABASE_URL",
+            "postgres://postgres@127.0.0.1:1/never-reached",
+        )
+        .env("STATKI_LISTEN", "127.0.0.1:0")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("STATKI_JWT_SECRET"), "{stderr}");
+    assert!(stderr.contains("at least 32"), "{stderr}");
+}
+
+mod connections {
+    use std::time::{Duration, Instant};
+
+    use statki::http::server::ConnectionSettings;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    use super::*;
+
+    async fn spawn_with(pool: PgPool, connections: ConnectionSettings) -> TestApp {
+        common::spawn_app_served(
+            pool,
+            standard_settings(),
+            HubSettings {
+                keep_alive: Duration::from_millis(200),
+                ..HubSettings::default()
+            },
+            test_http_settings(),
+            connections,
+        )
+        .await
+    }
+
+    fn settings() -> ConnectionSettings {
+        ConnectionSettings {
+            header_read_timeout: Duration::from_millis(800),
+            idle_timeout: Duration::from_millis(1500),
+            max_connections: 100,
+        }
+    }
+
+    async fn connect(app: &TestApp) -> TcpStream {
+        TcpStream::connect(app.address.trim_start_matches("http://"))
+            .await
+            .unwrap()
+    }
+
+    /// Reads until the server closes the connection; returns when it did, or panics
+    /// after `limit`.
+    async fn closed_within(stream: &mut TcpStream, limit: Duration) -> Duration {
+        let started = Instant::now();
+        let mut buffer = [0u8; 4096];
+        loop {
+            match tokio::time::timeout_at(
+                tokio::time::Instant::from_std(started + limit),
+                stream.read(&mut buffer),
+            )
+            .await
+            {
+                Ok(Ok(0) | Err(_)) => return started.elapsed(),
+                Ok(Ok(_)) => {}
+                Err(_) => panic!("still open after {limit:?}"),
+            }
+        }
+    }
+
+    #[sqlx::test]
+    async fn a_client_sending_half_a_header_is_dropped(pool: PgPool) {
+        let app = spawn_with(pool, settings()).await;
+        let mut slow = connect(&app).await;
+        slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: statki\r\n")
+            .await
+            .unwrap();
+        let took = closed_within(&mut slow, Duration::from_secs(5)).await;
+        assert!(took >= Duration::from_millis(500), "{took:?}");
+        // A silent connection owes its first request head just the same.
+        let mut silent = connect(&app).await;
+        closed_within(&mut silent, Duration::from_secs(5)).await;
+    }
+
+    #[sqlx::test]
+    async fn an_idle_keep_alive_connection_is_closed_and_a_busy_one_is_not(pool: PgPool) {
+        let app = spawn_with(pool, settings()).await;
+        let mut idle = connect(&app).await;
+        idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: statki\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buffer = [0u8; 1024];
+        let read = idle.read(&mut buffer).await.unwrap();
+        assert!(String::from_utf8_lossy(&buffer[..read]).starts_with("HTTP/1.1 200"));
+        let took = closed_within(&mut idle, Duration::from_secs(5)).await;
+        assert!(took >= Duration::from_millis(1200), "{took:?}");
+
+        // Requests every half second keep a connection open past the idle timeout.
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(1)
+            .build()
+            .unwrap();
+        for _ in 0..6 {
+            let response = client.get(app.url("/healthz")).send().await.unwrap();
+            assert_eq!(response.status(), StatusCode::OK);
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    #[sqlx::test]
+    async fn an_event_stream_outlives_the_idle_timeout(pool: PgPool) {
+        let app = spawn_with(pool, settings()).await;
+        let ala = app.register("Ala").await;
+        let mut response = app
+            .client
+            .get(app.url("/v1/stream"))
+            .bearer_auth(&ala.token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let started = Instant::now();
+        let mut received = 0;
+        while started.elapsed() < Duration::from_secs(4) {
+            let chunk = tokio::time::timeout(Duration::from_secs(2), response.chunk())
+                .await
+                .expect("the stream keeps talking")
+                .expect("the stream is open")
+                .expect("the stream did not end");
+            received += chunk.len();
+        }
+        assert!(received > 0);
+    }
+
+    #[sqlx::test]
+    async fn connections_beyond_the_cap_are_closed_at_once(pool: PgPool) {
+        let app = spawn_with(
+            pool,
+            ConnectionSettings {
+                max_connections: 2,
+                header_read_timeout: Duration::from_secs(30),
+                idle_timeout: Duration::from_secs(30),
+            },
+        )
+        .await;
+        let first = connect(&app).await;
+        let _second = connect(&app).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut third = connect(&app).await;
+        closed_within(&mut third, Duration::from_secs(2)).await;
+        drop(first);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut fourth = connect(&app).await;
+        fourth
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: statki\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buffer = [0u8; 1024];
+        let read = fourth.read(&mut buffer).await.unwrap();
+        assert!(String::from_utf8_lossy(&buffer[..read]).starts_with("HTTP/1.1 200"));
+    }
+}
+
+#[sqlx::test]
+async fn the_per_player_stream_cap_holds_across_replicas(pool: PgPool) {
+    let live = HubSettings {
+        streams_per_player: 2,
+        ..HubSettings::default()
+    };
+    let one = common::spawn_app_full(pool.clone(), standard_settings(), live.clone()).await;
+    let two = common::spawn_app_full(pool, standard_settings(), live).await;
+    let ala = one.register("Ala").await;
+    let open = |app: &TestApp| {
+        app.client
+            .get(app.url("/v1/stream"))
+            .bearer_auth(&ala.token)
+            .send()
+    };
+    let first = open(&one).await.unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    let second = open(&two).await.unwrap();
+    assert_eq!(second.status(), StatusCode::OK);
+    for app in [&one, &two] {
+        let refused = open(app).await.unwrap();
+        assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+        let body: serde_json::Value = refused.json().await.unwrap();
+        assert_eq!(body["code"], "too_many_streams");
+    }
+    // Closing a stream on one replica makes room on the other.
+    drop(first);
+    let mut reopened = None;
+    for _ in 0..50 {
+        let response = open(&two).await.unwrap();
+        if response.status() == StatusCode::OK {
+            reopened = Some(response);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        reopened.is_some(),
+        "the closed stream's lease was given back"
+    );
+}
