@@ -76,6 +76,7 @@ impl App {
     }
 
     /// Runs `actor`'s command on a match and answers with the actor's view after it.
+    #[tracing::instrument(skip(self, command, idempotency))]
     pub async fn command(
         &self,
         match_id: Uuid,
@@ -98,6 +99,7 @@ impl App {
     }
 
     /// `actor` fires at `cell` of the opponent's sea.
+    #[tracing::instrument(skip(self, idempotency))]
     pub async fn fire(
         &self,
         match_id: Uuid,
@@ -125,6 +127,7 @@ impl App {
         })
     }
 
+    #[tracing::instrument(skip(self))]
     pub async fn view(&self, id: Uuid, viewer: Uuid) -> Result<MatchResource> {
         let row = matches::get(self.pool(), id)
             .await?
@@ -141,6 +144,7 @@ impl App {
     }
 
     /// The events after `after` that `viewer` may see, redacted.
+    #[tracing::instrument(skip(self))]
     pub async fn events(&self, id: Uuid, viewer: Uuid, after: i64) -> Result<Vec<EventResource>> {
         let row = matches::get(self.pool(), id)
             .await?
@@ -157,11 +161,13 @@ impl App {
             .collect())
     }
 
+    #[tracing::instrument(skip(self))]
     pub async fn open_matches(&self, viewer: Uuid) -> Result<Vec<MatchResource>> {
         let rows = matches::list_open(self.pool(), viewer, LIST_PAGE).await?;
         self.render_all(rows, viewer).await
     }
 
+    #[tracing::instrument(skip(self))]
     pub async fn player_matches(
         &self,
         player: Uuid,

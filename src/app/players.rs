@@ -49,6 +49,7 @@ impl App {
         })
     }
 
+    #[tracing::instrument(skip(self))]
     pub async fn profile(&self, id: Uuid) -> Result<PlayerProfile> {
         let row = players::get(self.pool(), id)
             .await?

@@ -426,15 +426,13 @@ pub async fn with_deadline_after(
     db: impl PgExecutor<'_>,
     since: DateTime<Utc>,
 ) -> Result<Vec<(Uuid, DateTime<Utc>)>, StoreError> {
-    Ok(
-        sqlx::query_as(
-            "SELECT id, deadline FROM matches
+    Ok(sqlx::query_as(
+        "SELECT id, deadline FROM matches
              WHERE wake_at IS NOT NULL AND deadline > $1 ORDER BY deadline",
-        )
-            .bind(since)
-            .fetch_all(db)
-            .await?,
     )
+    .bind(since)
+    .fetch_all(db)
+    .await?)
 }
 
 /// The latest sequence number of each of `ids` (one query for any number of matches).
