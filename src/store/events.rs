@@ -68,6 +68,7 @@ pub(super) fn stored(after: i64, at: DateTime<Utc>, events: &[Event]) -> Vec<Sto
 /// Appends `events` as seq `after + 1`, `after + 2`, … in one statement. The application
 /// writes through [`super::matches::write`], which also updates the row; this is for tests
 /// and tools that build a log by hand.
+#[cfg(feature = "test-support")]
 pub async fn append(
     db: impl PgExecutor<'_>,
     match_id: Uuid,
@@ -122,6 +123,7 @@ pub async fn list(
 }
 
 /// How many events the whole log holds (tests use it to prove refusals store nothing).
+#[cfg(feature = "test-support")]
 pub async fn count_all(db: impl PgExecutor<'_>) -> Result<i64, StoreError> {
     Ok(sqlx::query_scalar("SELECT count(*) FROM match_events")
         .fetch_one(db)

@@ -127,17 +127,6 @@ pub async fn finish(
     Ok(())
 }
 
-/// Gives a claimed key back, for a request that ends refused after its transaction had to
-/// commit other work.
-pub async fn release(db: impl PgExecutor<'_>, player: Uuid, key: &str) -> Result<(), StoreError> {
-    sqlx::query("DELETE FROM idempotency_keys WHERE player_id = $1 AND key = $2")
-        .bind(player)
-        .bind(key)
-        .execute(db)
-        .await?;
-    Ok(())
-}
-
 /// The request hash and stored answer of a used key.
 pub async fn get(
     db: impl PgExecutor<'_>,

@@ -412,7 +412,8 @@ pub async fn count_by_phase(db: impl PgExecutor<'_>) -> Result<Vec<(String, i64)
         .collect()
 }
 
-/// Every match id, for whole-database checks.
+/// Every match id, for whole-database checks in tests.
+#[cfg(feature = "test-support")]
 pub async fn all_ids(db: impl PgExecutor<'_>) -> Result<Vec<Uuid>, StoreError> {
     Ok(
         sqlx::query_scalar("SELECT id FROM matches ORDER BY created_at")

@@ -50,20 +50,6 @@ pub async fn get(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<PlayerRow>,
     .transpose()
 }
 
-/// Names of the given players, for rendering matches.
-pub async fn names(
-    db: impl PgExecutor<'_>,
-    ids: &[Uuid],
-) -> Result<Vec<(Uuid, String)>, StoreError> {
-    let rows = sqlx::query("SELECT id, name FROM players WHERE id = ANY($1)")
-        .bind(ids)
-        .fetch_all(db)
-        .await?;
-    rows.into_iter()
-        .map(|row| Ok((row.try_get("id")?, row.try_get("name")?)))
-        .collect()
-}
-
 /// A player's record: wins, losses and draws over finished matches.
 pub async fn record(db: impl PgExecutor<'_>, id: Uuid) -> Result<(i64, i64, i64), StoreError> {
     let row = sqlx::query(
