@@ -1,5 +1,6 @@
 //! Server-sent event streams: a match's events (`/v1/matches/{id}/stream`) and the
-//! caller's own notices (`/v1/stream`). Both resume after `Last-Event-ID`.
+//! caller's own notices (`/v1/stream`). Both resume after `Last-Event-ID`. `live` yields
+//! typed items; the wire format (ids, event names, JSON data, keep-alive comments) is here.
 
 use std::convert::Infallible;
 
@@ -7,8 +8,9 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use serde::Deserialize;
+use serde_json::Value;
 use utoipa::IntoParams;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
@@ -16,7 +18,9 @@ use uuid::Uuid;
 use super::AppState;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiPath, ApiQuery, Caller};
-use crate::live::{Feed, LiveError, LiveItem};
+use crate::app::EventResource;
+use crate::live::LiveError;
+use crate::store::notices::Notice;
 
 /// Seconds a refused client is asked to wait before trying again.
 const RETRY_AFTER_SECONDS: &str = "5";
@@ -80,18 +84,50 @@ fn live_error(error: LiveError) -> Response {
     }
 }
 
-fn sse_event(item: LiveItem) -> Result<Event, Infallible> {
+/// An event of a match: `id:` its sequence number, `event:` its kind, `data:` the same
+/// JSON object as the events feed.
+fn event_sse(resource: EventResource) -> Result<Event, Infallible> {
     Ok(Event::default()
-        .id(item.id.to_string())
-        .event(item.event)
-        .data(item.data))
+        .id(resource.seq.to_string())
+        .event(resource.event.kind())
+        .data(serde_json::to_string(&resource).unwrap_or_else(|_| "{}".to_owned())))
 }
 
-fn sse(state: &AppState, feed: Feed) -> Response {
+/// A notice: `id:` its number, `event:` its kind, `data:` [`notice_json`].
+fn notice_sse(notice: Notice) -> Result<Event, Infallible> {
+    Ok(Event::default()
+        .id(notice.seq.to_string())
+        .event(&notice.kind)
+        .data(notice_json(&notice).to_string()))
+}
+
+/// A notice as its stream carries it: `seq`, `at`, `kind` and the payload's fields.
+fn notice_json(notice: &Notice) -> Value {
+    let mut object = serde_json::Map::new();
+    object.insert("seq".into(), notice.seq.into());
+    object.insert("at".into(), Value::String(notice.at.to_rfc3339()));
+    object.insert("kind".into(), Value::String(notice.kind.clone()));
+    match &notice.payload {
+        Value::Object(fields) => {
+            for (key, value) in fields {
+                object.entry(key.clone()).or_insert_with(|| value.clone());
+            }
+        }
+        Value::Null => {}
+        other => {
+            object.insert("payload".into(), other.clone());
+        }
+    }
+    Value::Object(object)
+}
+
+/// An event stream with a keep-alive comment every period of silence.
+fn sse(
+    state: &AppState,
+    events: impl Stream<Item = Result<Event, Infallible>> + Send + 'static,
+) -> Response {
     let keep_alive = KeepAlive::new().interval(state.live.settings().keep_alive);
-    let mut response = Sse::new(feed.into_stream().map(sse_event))
-        .keep_alive(keep_alive)
-        .into_response();
+    let mut response = Sse::new(events).keep_alive(keep_alive).into_response();
     // Reverse proxies that buffer responses (nginx) would hold events back.
     response
         .headers_mut()
@@ -134,7 +170,7 @@ async fn match_stream(
         Err(error) => return error.into_response(),
     };
     match state.live.match_feed(id, caller, after).await {
-        Ok(Some(feed)) => sse(&state, feed),
+        Ok(Some(feed)) => sse(&state, feed.into_stream().map(event_sse)),
         Ok(None) => StatusCode::NO_CONTENT.into_response(),
         Err(error) => live_error(error),
     }
@@ -170,7 +206,26 @@ async fn player_stream(
         Err(error) => return error.into_response(),
     };
     match state.live.player_feed(caller, after).await {
-        Ok(feed) => sse(&state, feed),
+        Ok(feed) => sse(&state, feed.into_stream().map(notice_sse)),
         Err(error) => live_error(error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notice_fields_are_flattened_without_overriding_the_envelope() {
+        let notice = Notice {
+            seq: 2,
+            at: chrono::Utc::now(),
+            kind: "challenge".into(),
+            payload: serde_json::json!({ "match_id": "m", "seq": 99 }),
+        };
+        let json = notice_json(&notice);
+        assert_eq!(json["seq"], 2);
+        assert_eq!(json["kind"], "challenge");
+        assert_eq!(json["match_id"], "m");
     }
 }
