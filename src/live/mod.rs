@@ -1,7 +1,8 @@
 //! Live updates: one `LISTEN` connection per replica fans committed events out to streams.
 //!
-//! Every commit announces `match_id:seq` on [`EVENTS_CHANNEL`] and every player notice
-//! `player_id:seq` on [`notices::CHANNEL`]. A [`Hub`] (one per replica) listens on both
+//! Every commit announces `match_id:seq` on [`crate::app::EVENTS_CHANNEL`] (a batch
+//! commit announces all its matches in one notification, comma-separated) and every
+//! player notice `player_id:seq` on [`crate::store::notices::CHANNEL`]. A [`Hub`] (one per replica) listens on both
 //! with a single connection. A notification for a match nobody here follows costs a map
 //! lookup; for one that is followed, the hub reads the new events and the match state
 //! *once* (not once per subscriber) and publishes them on that match's bounded broadcast
@@ -16,6 +17,10 @@
 //! The fan-out never waits for a subscriber: a subscriber that falls more than a channel's
 //! capacity behind is dropped (its client resumes with `Last-Event-ID`). The hub takes no
 //! locks in PostgreSQL; it only reads.
+//!
+//! Both kinds of topic (a match's events, a player's notices; see `topics`) share one
+//! registry, fetch, sweep and feed. Streams yield typed items; `http` writes the wire
+//! format.
 
 mod feed;
 mod listener;
