@@ -1,7 +1,7 @@
 //! Idempotency keys: a player's key claims one request; its first answer is replayed.
 
 use serde_json::Value;
-use sqlx::{PgExecutor, Row};
+use sqlx::PgExecutor;
 use uuid::Uuid;
 
 use super::StoreError;
@@ -86,7 +86,7 @@ pub async fn claim_many(
     let players: Vec<Uuid> = claims.iter().map(|c| c.player).collect();
     let keys: Vec<&str> = claims.iter().map(|c| c.key).collect();
     let hashes: Vec<&str> = claims.iter().map(|c| c.request_hash).collect();
-    let rows = sqlx::query(
+    let rows: Vec<(Uuid, String)> = sqlx::query_as(
         "INSERT INTO idempotency_keys (player_id, key, request_hash)
          SELECT player_id, key, request_hash
          FROM UNNEST($1::uuid[], $2::text[], $3::text[]) AS c(player_id, key, request_hash)
@@ -99,12 +99,7 @@ pub async fn claim_many(
     .bind(&hashes)
     .fetch_all(db)
     .await?;
-    let mut claimed = std::collections::HashSet::with_capacity(rows.len());
-    for row in rows {
-        let player: Uuid = row.try_get("player_id")?;
-        let key: String = row.try_get("key")?;
-        claimed.insert((player, key));
-    }
+    let claimed: std::collections::HashSet<(Uuid, String)> = rows.into_iter().collect();
     Ok(claims
         .iter()
         .map(|c| claimed.contains(&(c.player, c.key.to_owned())))
@@ -133,13 +128,11 @@ pub async fn get(
     player: Uuid,
     key: &str,
 ) -> Result<Option<(String, Option<Value>)>, StoreError> {
-    let row = sqlx::query(
+    Ok(sqlx::query_as(
         "SELECT request_hash, response FROM idempotency_keys WHERE player_id = $1 AND key = $2",
     )
     .bind(player)
     .bind(key)
     .fetch_optional(db)
-    .await?;
-    row.map(|row| Ok((row.try_get("request_hash")?, row.try_get("response")?)))
-        .transpose()
+    .await?)
 }
