@@ -17,9 +17,11 @@ pub struct Config {
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
 
-    /// Where the embedded PostgreSQL keeps its data (only without DATABASE_URL).
-    #[arg(long, env = "STATKI_DATA_DIR", default_value = ".statki/pgdata")]
-    pub data_dir: PathBuf,
+    /// Where the embedded PostgreSQL keeps its data (only without DATABASE_URL). Default:
+    /// `.statki/pgdata`; as root, when PostgreSQL's user cannot enter the working directory,
+    /// `$STATE_DIRECTORY/pgdata` or `/var/lib/statki/pgdata`.
+    #[arg(long, env = "STATKI_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
 
     /// Address to listen on.
     #[arg(long, env = "STATKI_LISTEN", default_value = "127.0.0.1:8080")]

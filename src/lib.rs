@@ -6,13 +6,11 @@
 //! - [`store`]: the only module that speaks SQL.
 //! - [`clock`] and the matchmaking sweep: background steps that call the use cases.
 //! - [`live`]: LISTEN/NOTIFY fan-out of committed events to server-sent event streams.
-//! - [`embedded_pg`]: a private PostgreSQL cluster for the zero-configuration default.
 
 pub mod app;
 pub mod auth;
 pub mod clock;
 pub mod config;
-pub mod embedded_pg;
 pub mod engine;
 pub mod http;
 pub mod live;

@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
+use embedded_pg::EmbeddedPostgres;
 use statki::app::matchmaking;
 use statki::app::{App, GameSettings};
 use statki::config::{Config, LogFormat, Task};
-use statki::embedded_pg::EmbeddedPostgres;
 use statki::engine::Clock;
 use statki::http::{self, HttpSettings};
 use statki::live::{Hub, HubSettings};
@@ -33,7 +33,11 @@ async fn main() -> anyhow::Result<()> {
     let database_url = match &config.database_url {
         Some(url) => url.clone(),
         None => {
-            let cluster = EmbeddedPostgres::start(&config.data_dir)
+            let data_dir = match &config.data_dir {
+                Some(dir) => dir.clone(),
+                None => embedded_pg::default_data_dir()?,
+            };
+            let cluster = EmbeddedPostgres::start(&data_dir)
                 .await
                 .context("starting the embedded PostgreSQL (set DATABASE_URL to use your own)")?;
             let url = cluster.database_url();

@@ -8,10 +8,9 @@
 //! just before commit, so the figure is an upper bound) to its arrival.
 //!
 //! ```text
-//! cargo build --release --bins
 //! ulimit -n 20000          # each stream is a socket on both ends
-//! DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres target/release/live_bench --streams 10000
-//! target/release/live_bench --streams 10000 --replicas 2    # streams on one, shots via the other
+//! DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres cargo bench --bench live -- --streams 10000
+//! cargo bench --bench live -- --streams 10000 --replicas 2    # streams on one, shots via the other
 //! ```
 //! The bench owns the database `statki_live_bench` on that server: it is dropped and
 //! created afresh. A tiny HTTP/1.1 client is built in, as the bench needs nothing more and
@@ -57,7 +56,7 @@ struct Args {
         default_value = "postgres://postgres@127.0.0.1:5432/postgres"
     )]
     database_url: String,
-    /// The server binary (default: `statki` next to this one).
+    /// The server binary (default: the `statki` binary cargo built with this bench).
     #[arg(long)]
     server_bin: Option<std::path::PathBuf>,
     /// First loopback port for the replicas.
@@ -73,6 +72,9 @@ struct Args {
     /// Concurrent requests while setting up and opening streams.
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
+    /// Passed by `cargo bench` to every bench target; ignored.
+    #[arg(long, hide = true)]
+    bench: bool,
 }
 
 const BENCH_DATABASE: &str = "statki_live_bench";
@@ -103,7 +105,7 @@ async fn main() -> Result<()> {
     }
     let server_bin = match &args.server_bin {
         Some(path) => path.clone(),
-        None => std::env::current_exe()?.with_file_name("statki"),
+        None => std::path::PathBuf::from(env!("CARGO_BIN_EXE_statki")),
     };
     let mut replicas = Vec::new();
     for index in 0..args.replicas.max(1) {

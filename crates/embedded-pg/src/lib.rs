@@ -3,7 +3,7 @@
 use std::ffi::OsStr;
 use std::fmt::Write as _;
 use std::io::ErrorKind;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{MetadataExt, PermissionsExt, chown};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
@@ -45,6 +45,55 @@ const LIBPQ_ENV_OVERRIDES: &[&str] = &[
     "PGGSSENCMODE",
     "PGTARGETSESSIONATTRS",
 ];
+
+/// The default data dir, relative to the working directory.
+pub const LOCAL_DATA_DIR: &str = ".statki/pgdata";
+/// The default data dir of a root process whose working directory the server user cannot
+/// enter (a clone under `/root`, mode 0700), when systemd gives no `STATE_DIRECTORY`.
+pub const SYSTEM_DATA_DIR: &str = "/var/lib/statki/pgdata";
+
+/// Where the data lives when the operator names no directory: [`LOCAL_DATA_DIR`] under the
+/// working directory, unless this process is root and the server's unprivileged user
+/// cannot reach it there. Then `$STATE_DIRECTORY/pgdata` (the state directory systemd gives
+/// a service) or [`SYSTEM_DATA_DIR`]. A cluster already initialised under the working
+/// directory is always kept, so an upgrade never swaps a database for an empty one.
+pub fn default_data_dir() -> Result<PathBuf> {
+    let local = std::path::absolute(LOCAL_DATA_DIR)
+        .with_context(|| format!("cannot resolve {LOCAL_DATA_DIR}"))?;
+    if effective_uid()? != 0 {
+        return Ok(local);
+    }
+    let user = choose_server_user(&local)?;
+    // systemd passes a colon-separated list when a unit names several state directories.
+    let state_directory = std::env::var_os("STATE_DIRECTORY").and_then(|dirs| {
+        let first = dirs.as_bytes().split(|byte| *byte == b':').next()?.to_vec();
+        (!first.is_empty()).then(|| PathBuf::from(std::ffi::OsString::from_vec(first)))
+    });
+    let chosen = pick_default_data_dir(&local, &user, state_directory.as_deref());
+    if chosen != local {
+        info!(
+            user = %user.name,
+            unreachable = %local.display(),
+            data_dir = %chosen.display(),
+            "running as root and PostgreSQL's user cannot enter the working directory: keeping the embedded cluster's data outside it"
+        );
+    }
+    Ok(chosen)
+}
+
+/// [`default_data_dir`]'s choice for a root process whose server runs as `user`.
+fn pick_default_data_dir(
+    local: &Path,
+    user: &ServerUser,
+    state_directory: Option<&Path>,
+) -> PathBuf {
+    if local.join("PG_VERSION").exists()
+        || check_ancestors_traversable(local, user, "data dir").is_ok()
+    {
+        return local.to_path_buf();
+    }
+    state_directory.map_or_else(|| PathBuf::from(SYSTEM_DATA_DIR), |dir| dir.join("pgdata"))
+}
 
 /// A PostgreSQL cluster private to this process, listening only on a Unix socket.
 ///
@@ -994,6 +1043,46 @@ mod tests {
             socket_dir_for(&PathBuf::from(format!("/srv/{}/other", "x".repeat(120))))
         );
         assert!(socket_dir_for(Path::new("/")).starts_with("/tmp"));
+    }
+
+    #[test]
+    fn root_default_leaves_working_directories_the_server_user_cannot_enter() {
+        let root = scratch_dir("default");
+        let stranger = ServerUser {
+            name: "stranger".into(),
+            uid: 4242,
+            gid: 4242,
+        };
+        let open = root.join("open");
+        let closed = root.join("closed");
+        std::fs::create_dir_all(&open).unwrap();
+        std::fs::create_dir_all(&closed).unwrap();
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700)).unwrap();
+
+        let reachable = open.join(LOCAL_DATA_DIR);
+        assert_eq!(
+            pick_default_data_dir(&reachable, &stranger, None),
+            reachable
+        );
+        let unreachable = closed.join(LOCAL_DATA_DIR);
+        assert_eq!(
+            pick_default_data_dir(&unreachable, &stranger, None),
+            PathBuf::from(SYSTEM_DATA_DIR)
+        );
+        assert_eq!(
+            pick_default_data_dir(&unreachable, &stranger, Some(Path::new("/srv/state"))),
+            PathBuf::from("/srv/state/pgdata")
+        );
+        // An existing cluster stays where it is, reachable or not.
+        std::fs::create_dir_all(&unreachable).unwrap();
+        std::fs::write(unreachable.join("PG_VERSION"), "15\n").unwrap();
+        assert_eq!(
+            pick_default_data_dir(&unreachable, &stranger, None),
+            unreachable
+        );
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

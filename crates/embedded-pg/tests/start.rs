@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use embedded_pg::EmbeddedPostgres;
 use sqlx::postgres::PgPoolOptions;
-use statki::embedded_pg::EmbeddedPostgres;
 
 /// A fresh, not yet existing path under /tmp; `start` creates it.
 fn unique_root() -> PathBuf {

@@ -1,0 +1,313 @@
+//! Keeps the schema distributable by match (docs/scaling.md): every SQL statement in
+//! `src/store/` that touches a per-match table names the match it is about, through
+//! `match_id` (or the `id` of `matches`) in its filter or in the rows it inserts. Such a
+//! statement reaches only the shards of the matches it names once those tables are
+//! distributed by match id. The few statements that legitimately scan across matches are
+//! listed in `CROSS_MATCH` with the reason; an entry that no longer matches any statement
+//! fails the test too, so the list stays exact.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+
+/// Tables (and the audit views over them) whose rows belong to one match.
+const PER_MATCH: &[&str] = &[
+    "matches",
+    "match_events",
+    "rating_changes",
+    "rematch_offers",
+    "rematches",
+    "match_summary",
+    "shot_log",
+];
+
+/// Statements allowed to span matches: a distinctive fragment of the statement (lower case,
+/// whitespace collapsed) and why it may.
+const CROSS_MATCH: &[(&str, &str)] = &[
+    (
+        "from matches where deadline <= $1",
+        "the clock sweep claims due matches of every shard (one scan of the deadline index per shard)",
+    ),
+    (
+        "select min(deadline) from matches",
+        "the clock's next wake-up: a min over every shard",
+    ),
+    (
+        "select phase, count(*) as n from matches group by phase",
+        "the gauge of matches per phase for /metrics: a count over every shard",
+    ),
+    (
+        "select count(*) from match_events",
+        "the event total for /metrics: a count over every shard",
+    ),
+    (
+        "from matches where phase = 'waiting'",
+        "the list of open matches: a page across shards, merged and limited on the coordinator",
+    ),
+    (
+        "from matches where (creator = $1 or joiner = $1)",
+        "a player's matches, newest first: a page across shards",
+    ),
+    (
+        "from matches where phase in ('placement', 'battle') and (creator = $1 or joiner = $1)",
+        "whether a player is in a running match (the queue refuses them): a lookup by player across shards",
+    ),
+    (
+        "from matches where phase = 'finished' and (creator = $1 or joiner = $1)",
+        "a player's wins, losses and draws for the profile: a count by player across shards",
+    ),
+    (
+        "from matches order by created_at, id",
+        "statki verify walks every match: an offline audit, best run on a read replica",
+    ),
+    (
+        "select id from matches order by created_at",
+        "statki verify lists every match: an offline audit",
+    ),
+    (
+        "from matches where deadline > $1 order by deadline",
+        "outage recovery gives every running clock its time back: a rare scan of every shard",
+    ),
+    (
+        "not exists (select 1 from matches m where m.phase in ('placement', 'battle')",
+        "pairing skips queued players who are in a running match: a lookup by player across shards",
+    ),
+    (
+        "from rating_changes order by ruleset, player_id, game",
+        "statki verify replays every ladder from its rating history: an offline audit",
+    ),
+    (
+        "delete from rematch_offers where expires_at <= $1",
+        "expiry of unanswered rematch offers: a periodic sweep of every shard",
+    ),
+    (
+        "from unnest($2::uuid[]",
+        "the group commit's row update for a batch of matches: keyed by the ids in the batch, but a join with a parameter array is not pruned to their shards, so a distributed deployment groups batches by shard",
+    ),
+];
+
+/// SQL text handed to sqlx, with the file it is in.
+struct Statement {
+    file: PathBuf,
+    sql: String,
+}
+
+fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read src/store") {
+        let path = entry.expect("directory entry").path();
+        if path.is_dir() {
+            rust_files(&path, found);
+        } else if path.extension().is_some_and(|ext| ext == "rs") {
+            found.push(path);
+        }
+    }
+}
+
+/// The string literal starting at `text` (after optional whitespace): `"…"` with escapes, or
+/// a raw `r"…"` / `r#"…"#`. `None` when the argument is not a literal.
+fn literal(text: &str) -> Option<String> {
+    let text = text.trim_start();
+    if let Some(raw) = text.strip_prefix('r') {
+        let hashes = raw.chars().take_while(|c| *c == '#').count();
+        let body = raw[hashes..].strip_prefix('"')?;
+        let end = body.find(&format!("\"{}", "#".repeat(hashes)))?;
+        return Some(body[..end].to_owned());
+    }
+    let body = text.strip_prefix('"')?;
+    let mut out = String::new();
+    let mut chars = body.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => return Some(out),
+            '\\' => match chars.next()? {
+                'n' => out.push('\n'),
+                't' => out.push('\t'),
+                // A line continuation: the newline and the next line's indentation go.
+                '\n' => {
+                    let rest: String = chars.clone().collect();
+                    let skipped = rest.len() - rest.trim_start().len();
+                    for _ in 0..rest[..skipped].chars().count() {
+                        chars.next();
+                    }
+                }
+                other => out.push(other),
+            },
+            other => out.push(other),
+        }
+    }
+    None
+}
+
+/// Every statement passed to `sqlx::query*` or `QueryBuilder::new` in `src/store/`;
+/// panics on a call whose SQL is not a literal, since it could not be checked.
+fn statements() -> Vec<Statement> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/store");
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    files.sort();
+    let mut found = Vec::new();
+    for file in files {
+        let source = std::fs::read_to_string(&file).expect("read a store file");
+        for marker in ["sqlx::query", "QueryBuilder::new"] {
+            for (at, _) in source.match_indices(marker) {
+                let rest = &source[at + marker.len()..];
+                // The rest of the function's name, then an optional turbofish.
+                let rest = rest.trim_start_matches(|c: char| c.is_ascii_lowercase() || c == '_');
+                let rest = match rest.strip_prefix("::<") {
+                    Some(generic) => {
+                        let mut depth = 1;
+                        let end = generic
+                            .char_indices()
+                            .find(|(_, c)| {
+                                match c {
+                                    '<' => depth += 1,
+                                    '>' => depth -= 1,
+                                    _ => {}
+                                }
+                                depth == 0
+                            })
+                            .map(|(index, _)| index)
+                            .expect("a closed turbofish");
+                        &generic[end + 1..]
+                    }
+                    None => rest,
+                };
+                let Some(arguments) = rest.trim_start().strip_prefix('(') else {
+                    continue; // a path such as `sqlx::query::Query`, not a call
+                };
+                let line = source[..at].lines().count();
+                let sql = literal(arguments).unwrap_or_else(|| {
+                    panic!(
+                        "{}:{line}: SQL that is not a string literal cannot be checked for distribution; write it as a literal",
+                        file.display()
+                    )
+                });
+                found.push(Statement {
+                    file: file.clone(),
+                    sql,
+                });
+            }
+        }
+    }
+    found
+}
+
+fn normalise(sql: &str) -> String {
+    sql.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
+}
+
+/// Whether `word` occurs in `sql` as a whole identifier (a qualifier like `m.` may precede).
+fn mentions(sql: &str, word: &str) -> bool {
+    sql.match_indices(word).any(|(at, _)| {
+        let before = sql[..at].chars().next_back();
+        let after = sql[at + word.len()..].chars().next();
+        let part = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+        !part(before) && !part(after)
+    })
+}
+
+/// Whether the statement names its matches: `match_id`/`id` compared with a parameter or
+/// a list of them, joined to a row that is, or written as a column of the inserted rows.
+fn keyed_by_match(sql: &str) -> bool {
+    let compared = ["match_id", "id"].iter().any(|key| {
+        sql.match_indices(key).any(|(at, _)| {
+            let before = sql[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return false;
+            }
+            let after = sql[at + key.len()..].trim_start();
+            after.starts_with("= $")
+                || after.starts_with("= any($")
+                || after.starts_with("= any ($")
+                || after.starts_with("in (select")
+        })
+    });
+    let inserted = sql.starts_with("insert into")
+        || sql.contains(") insert into")
+        || sql.starts_with("with ") && sql.contains(" insert into ");
+    let inserts_key = inserted
+        && sql.split("insert into ").skip(1).all(|insert| {
+            let columns = insert.split(')').next().unwrap_or_default();
+            PER_MATCH
+                .iter()
+                .all(|table| !insert.starts_with(&format!("{table} ")))
+                || mentions(columns, "match_id")
+                || mentions(columns, "id")
+        });
+    compared || inserts_key
+}
+
+#[test]
+fn every_statement_on_a_per_match_table_names_its_matches() {
+    let statements = statements();
+    assert!(
+        statements.len() > 40,
+        "found only {} statements in src/store; is the scanner still reading the code?",
+        statements.len()
+    );
+    let mut unkeyed = Vec::new();
+    let mut allowed_used = vec![false; CROSS_MATCH.len()];
+    let mut per_match = 0;
+    for statement in &statements {
+        let sql = normalise(&statement.sql);
+        if !PER_MATCH.iter().any(|table| mentions(&sql, table)) {
+            continue;
+        }
+        per_match += 1;
+        if let Some(index) = CROSS_MATCH
+            .iter()
+            .position(|(fragment, _)| sql.contains(fragment))
+        {
+            allowed_used[index] = true;
+            continue;
+        }
+        if !keyed_by_match(&sql) {
+            unkeyed.push(format!("{}: {sql}", statement.file.display()));
+        }
+    }
+    assert!(
+        unkeyed.is_empty(),
+        "statements on per-match tables that name no match (key them by match_id, or add them \
+         to CROSS_MATCH with the reason and to docs/scaling.md):\n{}",
+        unkeyed.join("\n")
+    );
+    let stale: Vec<&str> = CROSS_MATCH
+        .iter()
+        .zip(&allowed_used)
+        .filter(|(_, used)| !**used)
+        .map(|((fragment, _), _)| *fragment)
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "CROSS_MATCH entries that match no statement any more (remove them): {stale:?}"
+    );
+    eprintln!(
+        "{per_match} of {} statements touch per-match tables; {} of them span matches by design",
+        statements.len(),
+        CROSS_MATCH.len()
+    );
+}
+
+#[test]
+fn the_keying_check_tells_keyed_from_unkeyed_statements() {
+    let keyed = [
+        "select snapshot from matches where id = $1 for update",
+        "update matches set phase = $2 where id = any($1)",
+        "insert into match_events (match_id, seq, at) select * from unnest($1::uuid[], $2::bigint[], $3::timestamptz[])",
+        "select e.seq from match_events e join matches m on m.id = e.match_id where e.match_id = $1",
+    ];
+    for sql in keyed {
+        assert!(keyed_by_match(sql), "{sql}");
+    }
+    let unkeyed = [
+        "select id from matches where phase = 'battle'",
+        "update matches set deadline = null where deadline < now()",
+        "select * from match_events where player_id = $1",
+        "delete from rematch_offers where player_id = $1",
+    ];
+    for sql in unkeyed {
+        assert!(!keyed_by_match(sql), "{sql}");
+    }
+}
