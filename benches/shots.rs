@@ -1,10 +1,15 @@
-//! Load generator for the shot path: runs the real `statki` binary against PostgreSQL,
-//! plays many matches concurrently over loopback HTTP, and prints throughput, latency
-//! percentiles and the service's CPU time per shot (read from /proc, so client work is
-//! not counted).
+//! Load generator for the shot path, side by side with the naive ceiling: runs the real
+//! `statki` binary against PostgreSQL and, for each connection count, plays that many
+//! matches concurrently over loopback HTTP, then runs `pgbench` on the same database with
+//! the same number of clients and the naive transaction shape of a shot (lock the match
+//! row, insert an event, update the row; one transaction per shot). Prints throughput,
+//! latency percentiles, the service's CPU time per shot (read from /proc, so client and
+//! database work are not counted) and the ratio of the two throughputs.
 //!
 //! `DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres cargo bench --bench shots`
-//! (optional: `SHOTS_MATCHES=40` concurrent matches, `SHOTS_ROUNDS=3` matches each).
+//! (optional: `SHOTS_CONNECTIONS=8,64` connection counts, `SHOTS_ROUNDS=3` matches per
+//! connection, `SHOTS_PGBENCH_SECONDS=10`, `PGBENCH=/path/to/pgbench`, `STATKI_BIN=` another
+//! build of the service to measure instead of this one).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
@@ -79,9 +84,9 @@ struct Ready {
 }
 
 /// Registers two players and brings a match to its first shot.
-async fn prepare(client: &Client, pair: usize, round: usize) -> Ready {
-    let a = register(client, &format!("load-a-{pair}-{round}")).await;
-    let b = register(client, &format!("load-b-{pair}-{round}")).await;
+async fn prepare(client: &Client, name: &str) -> Ready {
+    let a = register(client, &format!("a-{name}")).await;
+    let b = register(client, &format!("b-{name}")).await;
     let (_, created, _) = client
         .call(
             reqwest::Method::POST,
@@ -168,6 +173,258 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
+/// What one side of the comparison measured.
+struct Figures {
+    label: String,
+    transactions: usize,
+    seconds: f64,
+    p50: Duration,
+    p99: Duration,
+    cpu_per_shot: Option<f64>,
+    database: Work,
+}
+
+/// What PostgreSQL did for a run: WAL written, and row updates of `matches` (all, and the
+/// heap-only ones that wrote no index entry).
+#[derive(Clone, Copy, Default)]
+struct Work {
+    wal_bytes: f64,
+    updates: i64,
+    hot_updates: i64,
+}
+
+impl Work {
+    async fn read(db: &sqlx::PgPool) -> Self {
+        let (wal, updates, hot): (f64, i64, i64) = sqlx::query_as(
+            "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8,
+                    coalesce((SELECT n_tup_upd FROM pg_stat_user_tables WHERE relname = 'matches'), 0),
+                    coalesce((SELECT n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'matches'), 0)",
+        )
+        .fetch_one(db)
+        .await
+        .unwrap();
+        Work {
+            wal_bytes: wal,
+            updates,
+            hot_updates: hot,
+        }
+    }
+
+    fn since(self, before: Work) -> Work {
+        Work {
+            wal_bytes: self.wal_bytes - before.wal_bytes,
+            updates: self.updates - before.updates,
+            hot_updates: self.hot_updates - before.hot_updates,
+        }
+    }
+}
+
+/// Busy backends report their table statistics at most once a second and idle ones after
+/// ten seconds; wait that out so a reading covers everything before it.
+async fn settle_statistics(db: &sqlx::PgPool) {
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    sqlx::query("SELECT pg_stat_clear_snapshot()")
+        .execute(db)
+        .await
+        .unwrap();
+}
+
+impl Figures {
+    fn rate(&self) -> f64 {
+        self.transactions as f64 / self.seconds
+    }
+
+    fn print(&self) {
+        let cpu = self
+            .cpu_per_shot
+            .map_or_else(|| "-".to_owned(), |cpu| format!("{:.0} µs", cpu * 1e6));
+        let per = self.transactions.max(1) as f64;
+        let hot = if self.database.updates > 0 {
+            format!(
+                "{:.0} %",
+                100.0 * self.database.hot_updates as f64 / self.database.updates as f64
+            )
+        } else {
+            "-".to_owned()
+        };
+        println!(
+            "  {:<26} {:>7} in {:>5.1} s {:>7.0}/s  p50 {:>6.2} ms  p99 {:>6.2} ms  CPU/shot {:>6}  WAL/shot {:>5.0} B  HOT {}",
+            self.label,
+            self.transactions,
+            self.seconds,
+            self.rate(),
+            self.p50.as_secs_f64() * 1e3,
+            self.p99.as_secs_f64() * 1e3,
+            cpu,
+            self.database.wal_bytes / per,
+            hot
+        );
+    }
+}
+
+/// Plays `connections` matches at once, `rounds` times over, and measures the shots.
+async fn run_service(
+    client: &std::sync::Arc<Client>,
+    db: &sqlx::PgPool,
+    server: u32,
+    connections: usize,
+    rounds: usize,
+    tag: &str,
+) -> Figures {
+    // Set every match up first, so the CPU measured below is the shots' alone.
+    let mut prepared = Vec::new();
+    for round in 0..rounds {
+        let setups: Vec<_> = (0..connections)
+            .map(|pair| {
+                let client = client.clone();
+                let name = format!("{tag}-{round}-{pair}");
+                tokio::spawn(async move { prepare(&client, &name).await })
+            })
+            .collect();
+        for setup in setups {
+            prepared.push(setup.await.unwrap());
+        }
+    }
+    settle_statistics(db).await;
+    let work_before = Work::read(db).await;
+    let cpu_before = cpu_seconds(server);
+    let started = Instant::now();
+    let mut queues: Vec<Vec<Ready>> = (0..connections).map(|_| Vec::new()).collect();
+    for (n, ready) in prepared.into_iter().enumerate() {
+        queues[n % connections].push(ready);
+    }
+    let tasks: Vec<_> = queues
+        .into_iter()
+        .map(|queue| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let mut all = Vec::new();
+                for ready in queue {
+                    all.extend(play(&client, ready).await);
+                }
+                all
+            })
+        })
+        .collect();
+    let mut latencies = Vec::new();
+    for task in tasks {
+        latencies.extend(task.await.unwrap());
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let cpu = cpu_seconds(server) - cpu_before;
+    settle_statistics(db).await;
+    let database = Work::read(db).await.since(work_before);
+    latencies.sort();
+    Figures {
+        label: format!("statki, {connections} connections"),
+        transactions: latencies.len(),
+        seconds,
+        p50: percentile(&latencies, 0.50),
+        p99: percentile(&latencies, 0.99),
+        cpu_per_shot: Some(cpu / latencies.len() as f64),
+        database,
+    }
+}
+
+/// The naive shape of one shot, one transaction each: lock the match row, insert an event
+/// as large as a real `shot_fired`, write the row's deadline, sequence and snapshot.
+const NAIVE_SHOT: &str = r#"
+BEGIN;
+SELECT m.id AS match_id, m.last_seq AS last_seq FROM matches m
+  WHERE m.id = (SELECT id FROM bench_targets WHERE n = :client_id) FOR UPDATE \gset
+INSERT INTO match_events (match_id, seq, at, actor, kind, payload)
+  SELECT :'match_id', :last_seq + 1, now(), NULL, 'shot_fired', payload FROM bench_payload;
+UPDATE matches SET last_seq = :last_seq + 1, deadline = now() + interval '30 seconds',
+       updated_at = now(), snapshot = jsonb_set(snapshot, '{version}', to_jsonb(:last_seq + 1))
+  WHERE id = :'match_id';
+COMMIT;
+"#;
+
+/// Runs `pgbench` with `clients` clients, each on a match row of its own.
+async fn run_pgbench(url: &str, admin: &sqlx::PgPool, clients: usize, seconds: u64) -> Figures {
+    sqlx::query("DROP TABLE IF EXISTS bench_targets, bench_payload")
+        .execute(admin)
+        .await
+        .unwrap();
+    sqlx::query(
+        "CREATE TABLE bench_targets AS
+         SELECT (row_number() OVER (ORDER BY id) - 1)::int AS n, id FROM matches",
+    )
+    .execute(admin)
+    .await
+    .unwrap();
+    sqlx::query(
+        "CREATE TABLE bench_payload AS
+         SELECT payload FROM match_events WHERE kind = 'shot_fired' LIMIT 1",
+    )
+    .execute(admin)
+    .await
+    .unwrap();
+    let dir = std::env::temp_dir().join(format!("statki-pgbench-{}-{clients}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("shot.sql");
+    std::fs::write(&script, NAIVE_SHOT).unwrap();
+    let pgbench = std::env::var("PGBENCH").unwrap_or_else(|_| "pgbench".into());
+    let work_before = Work::read(admin).await;
+    let output = std::process::Command::new(pgbench)
+        .current_dir(&dir)
+        .args(["-n", "-M", "prepared", "-l", "--log-prefix", "tx"])
+        .args([
+            "-c",
+            &clients.to_string(),
+            "-j",
+            "2",
+            "-T",
+            &seconds.to_string(),
+        ])
+        .arg("-f")
+        .arg(&script)
+        .arg(url)
+        .output()
+        .expect("run pgbench (apt-get install postgresql-client)");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "pgbench failed: {stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // Each log line: client, transaction, latency (µs), script, epoch, µs.
+    let mut latencies = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("tx.")
+        {
+            let text = std::fs::read_to_string(&path).unwrap();
+            latencies.extend(text.lines().filter_map(|line| {
+                let micros: u64 = line.split_whitespace().nth(2)?.parse().ok()?;
+                Some(Duration::from_micros(micros))
+            }));
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    // pgbench's backends have exited, and exiting backends report their statistics.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    sqlx::query("SELECT pg_stat_clear_snapshot()")
+        .execute(admin)
+        .await
+        .unwrap();
+    let database = Work::read(admin).await.since(work_before);
+    latencies.sort();
+    Figures {
+        label: format!("pgbench, {clients} clients"),
+        transactions: latencies.len(),
+        seconds: seconds as f64,
+        p50: percentile(&latencies, 0.50),
+        p99: percentile(&latencies, 0.99),
+        cpu_per_shot: None,
+        database,
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let base_url = std::env::var("DATABASE_URL")
@@ -182,10 +439,18 @@ async fn main() {
         .local_addr()
         .unwrap()
         .port();
-    let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_statki"))
+    // STATKI_BIN runs another build of the service (e.g. an earlier commit's) in the same
+    // harness, for before/after figures.
+    let binary =
+        std::env::var("STATKI_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_statki").to_owned());
+    let mut server = std::process::Command::new(&binary)
         .env("DATABASE_URL", &url)
         .env("STATKI_LISTEN", format!("127.0.0.1:{port}"))
-        .env("STATKI_JWT_SECRET", "bench-secret")
+        .env(
+            "STATKI_JWT_SECRET",
+            "bench-secret-bench-secret-bench-secret",
+        )
+        .env("STATKI_DB_POOL", "16")
         .env("RUST_LOG", "warn")
         .spawn()
         .expect("start statki");
@@ -205,73 +470,27 @@ async fn main() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let matches = env_or("SHOTS_MATCHES", 40);
-    let rounds = env_or("SHOTS_ROUNDS", 3);
-    let client = std::sync::Arc::new(client);
-    // Set every match up first, so the CPU measured below is the shots' alone.
-    let mut prepared = Vec::new();
-    for round in 0..rounds {
-        let setups: Vec<_> = (0..matches)
-            .map(|pair| {
-                let client = client.clone();
-                tokio::spawn(async move { prepare(&client, pair, round).await })
-            })
-            .collect();
-        for setup in setups {
-            prepared.push(setup.await.unwrap());
-        }
-    }
-    let cpu_before = cpu_seconds(server.id());
-    let started = Instant::now();
-    let mut queues: Vec<Vec<Ready>> = (0..matches).map(|_| Vec::new()).collect();
-    for (n, ready) in prepared.into_iter().enumerate() {
-        queues[n % matches].push(ready);
-    }
-    let tasks: Vec<_> = queues
-        .into_iter()
-        .map(|queue| {
-            let client = client.clone();
-            tokio::spawn(async move {
-                let mut all = Vec::new();
-                for ready in queue {
-                    all.extend(play(&client, ready).await);
-                }
-                all
-            })
-        })
+    let connections: Vec<usize> = std::env::var("SHOTS_CONNECTIONS")
+        .unwrap_or_else(|_| "8,64".into())
+        .split(',')
+        .filter_map(|n| n.trim().parse().ok())
         .collect();
-    let mut latencies = Vec::new();
-    for task in tasks {
-        latencies.extend(task.await.unwrap());
+    let rounds = env_or("SHOTS_ROUNDS", 3);
+    let pgbench_seconds = env_or("SHOTS_PGBENCH_SECONDS", 10) as u64;
+    let client = std::sync::Arc::new(client);
+    let admin = sqlx::PgPool::connect(&url).await.expect("bench database");
+    for &c in &connections {
+        let service = run_service(&client, &admin, server.id(), c, rounds, &format!("c{c}")).await;
+        let naive = run_pgbench(&url, &admin, c, pgbench_seconds).await;
+        println!("shot path, {c} connections ({rounds} matches each for statki):");
+        service.print();
+        naive.print();
+        println!(
+            "  ratio statki/pgbench         {:.2}×",
+            service.rate() / naive.rate()
+        );
     }
-    let wall = started.elapsed();
-    let cpu = cpu_seconds(server.id()) - cpu_before;
-    latencies.sort();
-    let shots = latencies.len();
-    println!(
-        "shot path: {matches} concurrent matches × {rounds}, {shots} shots in {:.2} s",
-        wall.as_secs_f64()
-    );
-    println!(
-        "  throughput      {:.0} shots/s",
-        shots as f64 / wall.as_secs_f64()
-    );
-    println!(
-        "  latency p50     {:.2} ms",
-        percentile(&latencies, 0.50).as_secs_f64() * 1e3
-    );
-    println!(
-        "  latency p99     {:.2} ms",
-        percentile(&latencies, 0.99).as_secs_f64() * 1e3
-    );
-    println!(
-        "  latency max     {:.2} ms",
-        latencies.last().unwrap().as_secs_f64() * 1e3
-    );
-    println!(
-        "  service CPU     {:.0} µs per shot (statki process, user + system, shooting phase only)",
-        cpu / shots as f64 * 1e6
-    );
+    admin.close().await;
     server.kill().ok();
     server.wait().ok();
     let admin = sqlx::PgPool::connect(&base_url)

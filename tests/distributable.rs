@@ -24,11 +24,11 @@ const PER_MATCH: &[&str] = &[
 /// whitespace collapsed) and why it may.
 const CROSS_MATCH: &[(&str, &str)] = &[
     (
-        "from matches where deadline <= $1",
-        "the clock sweep claims due matches of every shard (one scan of the deadline index per shard)",
+        "from matches where wake_at <= $1",
+        "the clock sweep claims due matches of every shard (one scan of the wake-up index per shard)",
     ),
     (
-        "select min(deadline) from matches",
+        "select min(wake_at) from matches",
         "the clock's next wake-up: a min over every shard",
     ),
     (
@@ -64,7 +64,7 @@ const CROSS_MATCH: &[(&str, &str)] = &[
         "statki verify lists every match: an offline audit",
     ),
     (
-        "from matches where deadline > $1 order by deadline",
+        "from matches where wake_at is not null and deadline > $1 order by deadline",
         "outage recovery gives every running clock its time back: a rare scan of every shard",
     ),
     (
