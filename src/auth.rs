@@ -158,10 +158,7 @@ impl Tokens {
             })?;
         let issued_micros = match claims.iat {
             None => None,
-            Some(iat) => Some(
-                micros_of(iat)
-                    .ok_or(TokenError::Invalid)?,
-            ),
+            Some(iat) => Some(micros_of(iat).ok_or(TokenError::Invalid)?),
         };
         Ok(Verified {
             player: claims.sub,

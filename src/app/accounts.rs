@@ -16,10 +16,10 @@ use uuid::Uuid;
 use super::idempotency::{Idempotency, claim_or_replay};
 use super::resources::PlayerProfile;
 use super::{App, AppError, Result};
-use crate::names::PlayerName;
 use crate::accounts::password::{self, Password};
 use crate::accounts::revocations::{self, Revocations, TOKENS_CHANNEL};
 use crate::auth::Verified;
+use crate::names::PlayerName;
 use crate::store::{self, StoreError, idempotency, players};
 
 /// Longest a revoking request waits for every listening replica to apply the revocation.

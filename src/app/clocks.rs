@@ -28,6 +28,7 @@ impl App {
     /// Applies the engine's expiry to every match whose clock ran out by `now`, in batches
     /// of `batch` rows claimed with `SKIP LOCKED`, so replicas share the work and never
     /// handle one match twice. Returns how many matches changed.
+    #[tracing::instrument(skip(self))]
     pub async fn expire_due(&self, now: DateTime<Utc>, batch: i64) -> Result<usize> {
         let mut changed = 0;
         loop {
@@ -92,6 +93,7 @@ impl App {
     }
 
     /// Records this replica's heartbeat and reads when the next clock is due.
+    #[tracing::instrument(skip(self))]
     pub async fn beat_and_plan(&self, replica: Uuid, outage: Duration) -> Result<Plan> {
         Ok(replicas::beat_and_plan(self.pool(), replica, outage).await?)
     }

@@ -286,6 +286,7 @@ pub fn parse_cursor(text: &str) -> Option<(f64, Uuid)> {
 
 impl super::App {
     /// One page of `ruleset`'s ladder after `after`, at most `limit` (1 to [`PAGE_MAX`]).
+    #[tracing::instrument(skip(self))]
     pub async fn ladder_page(
         &self,
         ruleset: RuleSetId,

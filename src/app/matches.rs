@@ -83,6 +83,7 @@ impl App {
     }
 
     /// Runs `actor`'s command on a match and answers with the actor's view after it.
+    #[tracing::instrument(skip(self, command, idempotency))]
     pub async fn command(
         &self,
         match_id: Uuid,
@@ -105,6 +106,7 @@ impl App {
     }
 
     /// `actor` fires at `cell` of the opponent's sea.
+    #[tracing::instrument(skip(self, idempotency))]
     pub async fn fire(
         &self,
         match_id: Uuid,

@@ -231,6 +231,7 @@ pub async fn join(
 }
 
 /// Takes `player` out of the queue.
+#[tracing::instrument(skip(app))]
 pub async fn leave(app: &App, player: Uuid) -> Result<QueueState> {
     let mut tx = app.pool().begin().await?;
     let now = db_now(&mut tx).await?;
@@ -242,6 +243,7 @@ pub async fn leave(app: &App, player: Uuid) -> Result<QueueState> {
 }
 
 /// `player`'s place in the queue.
+#[tracing::instrument(skip(app))]
 pub async fn state(app: &App, player: Uuid) -> Result<QueueState> {
     let mut conn = app.pool().acquire().await?;
     let now = db_now(&mut conn).await?;
@@ -361,6 +363,7 @@ pub struct RematchState {
 }
 
 /// The rematch state of `match_id`, as anyone may see it.
+#[tracing::instrument(skip(app))]
 pub async fn rematch_state(app: &App, match_id: Uuid) -> Result<RematchState> {
     let mut conn = app.pool().acquire().await?;
     matches::get(&mut *conn, match_id)

@@ -2,8 +2,8 @@
 //! Only this module knows status codes.
 
 mod accounts;
-mod contract;
 mod bots;
+mod contract;
 pub mod error;
 pub mod extract;
 mod ladder;

@@ -1,7 +1,8 @@
 //! The append-only event log.
 
 use chrono::{DateTime, Utc};
-use sqlx::{PgExecutor, Row};
+use sqlx::PgExecutor;
+use sqlx::types::Json;
 use uuid::Uuid;
 
 use super::StoreError;
@@ -68,6 +69,7 @@ pub(super) fn stored(after: i64, at: DateTime<Utc>, events: &[Event]) -> Vec<Sto
 /// Appends `events` as seq `after + 1`, `after + 2`, … in one statement. The application
 /// writes through [`super::matches::write`], which also updates the row; this is for tests
 /// and tools that build a log by hand.
+#[cfg(feature = "test-support")]
 pub async fn append(
     db: impl PgExecutor<'_>,
     match_id: Uuid,
@@ -92,6 +94,14 @@ pub async fn append(
     Ok(stored(after, at, events))
 }
 
+/// A stored event as read, its payload decoded straight from the column.
+#[derive(sqlx::FromRow)]
+struct EventRow {
+    seq: i64,
+    at: DateTime<Utc>,
+    payload: Json<Event>,
+}
+
 /// Events of a match after `after`, in order, at most `limit`.
 pub async fn list(
     db: impl PgExecutor<'_>,
@@ -99,7 +109,7 @@ pub async fn list(
     after: i64,
     limit: i64,
 ) -> Result<Vec<StoredEvent>, StoreError> {
-    let rows = sqlx::query(
+    let rows: Vec<EventRow> = sqlx::query_as(
         "SELECT seq, at, payload FROM match_events
          WHERE match_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
     )
@@ -107,21 +117,20 @@ pub async fn list(
     .bind(after)
     .bind(limit)
     .fetch_all(db)
-    .await?;
-    rows.into_iter()
-        .map(|row| {
-            let payload: serde_json::Value = row.try_get("payload")?;
-            Ok(StoredEvent {
-                seq: row.try_get("seq")?,
-                at: row.try_get("at")?,
-                event: serde_json::from_value(payload)
-                    .map_err(|e| StoreError::Corrupt(e.to_string()))?,
-            })
+    .await
+    .map_err(super::unreadable_as_corrupt)?;
+    Ok(rows
+        .into_iter()
+        .map(|row| StoredEvent {
+            seq: row.seq,
+            at: row.at,
+            event: row.payload.0,
         })
-        .collect()
+        .collect())
 }
 
 /// How many events the whole log holds (tests use it to prove refusals store nothing).
+#[cfg(feature = "test-support")]
 pub async fn count_all(db: impl PgExecutor<'_>) -> Result<i64, StoreError> {
     Ok(sqlx::query_scalar("SELECT count(*) FROM match_events")
         .fetch_one(db)

@@ -5,7 +5,7 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::{PgExecutor, Row};
+use sqlx::PgExecutor;
 use uuid::Uuid;
 
 use super::StoreError;
@@ -97,7 +97,7 @@ pub async fn claim_many(
     let players: Vec<Uuid> = claims.iter().map(|c| c.player).collect();
     let keys: Vec<&str> = claims.iter().map(|c| c.key).collect();
     let hashes: Vec<&str> = claims.iter().map(|c| c.request_hash).collect();
-    let rows = sqlx::query(
+    let rows: Vec<(Uuid, String)> = sqlx::query_as(
         "INSERT INTO idempotency_keys (player_id, key, request_hash)
          SELECT player_id, key, request_hash
          FROM UNNEST($1::uuid[], $2::text[], $3::text[]) AS c(player_id, key, request_hash)
@@ -110,12 +110,7 @@ pub async fn claim_many(
     .bind(&hashes)
     .fetch_all(db)
     .await?;
-    let mut claimed = std::collections::HashSet::with_capacity(rows.len());
-    for row in rows {
-        let player: Uuid = row.try_get("player_id")?;
-        let key: String = row.try_get("key")?;
-        claimed.insert((player, key));
-    }
+    let claimed: std::collections::HashSet<(Uuid, String)> = rows.into_iter().collect();
     Ok(claims
         .iter()
         .map(|c| claimed.contains(&(c.player, c.key.to_owned())))
@@ -161,32 +156,19 @@ pub async fn finish(
     Ok(())
 }
 
-/// Gives a claimed key back, for a request that ends refused after its transaction had to
-/// commit other work.
-pub async fn release(db: impl PgExecutor<'_>, player: Uuid, key: &str) -> Result<(), StoreError> {
-    sqlx::query("DELETE FROM idempotency_keys WHERE player_id = $1 AND key = $2")
-        .bind(player)
-        .bind(key)
-        .execute(db)
-        .await?;
-    Ok(())
-}
-
 /// The request hash and stored answer of a used key.
 pub async fn get(
     db: impl PgExecutor<'_>,
     player: Uuid,
     key: &str,
 ) -> Result<Option<(String, Option<Value>)>, StoreError> {
-    let row = sqlx::query(
+    Ok(sqlx::query_as(
         "SELECT request_hash, response FROM idempotency_keys WHERE player_id = $1 AND key = $2",
     )
     .bind(player)
     .bind(key)
     .fetch_optional(db)
-    .await?;
-    row.map(|row| Ok((row.try_get("request_hash")?, row.try_get("response")?)))
-        .transpose()
+    .await?)
 }
 
 /// Deletes up to `batch` keys created before `before`, oldest first; returns how many.

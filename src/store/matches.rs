@@ -385,15 +385,15 @@ pub async fn rearm(
 
 /// Count of matches per phase, for metrics.
 pub async fn count_by_phase(db: impl PgExecutor<'_>) -> Result<Vec<(String, i64)>, StoreError> {
-    let rows = sqlx::query("SELECT phase, count(*) AS n FROM matches GROUP BY phase")
-        .fetch_all(db)
-        .await?;
-    rows.into_iter()
-        .map(|row| Ok((row.try_get("phase")?, row.try_get("n")?)))
-        .collect()
+    Ok(
+        sqlx::query_as("SELECT phase, count(*) AS n FROM matches GROUP BY phase")
+            .fetch_all(db)
+            .await?,
+    )
 }
 
-/// Every match id, for whole-database checks.
+/// Every match id, for whole-database checks in tests.
+#[cfg(feature = "test-support")]
 pub async fn all_ids(db: impl PgExecutor<'_>) -> Result<Vec<Uuid>, StoreError> {
     Ok(
         sqlx::query_scalar("SELECT id FROM matches ORDER BY created_at")
@@ -421,13 +421,12 @@ pub async fn positions(
     db: impl PgExecutor<'_>,
     ids: &[Uuid],
 ) -> Result<Vec<(Uuid, i64)>, StoreError> {
-    let rows = sqlx::query("SELECT id, last_seq FROM matches WHERE id = ANY($1)")
-        .bind(ids)
-        .fetch_all(db)
-        .await?;
-    rows.iter()
-        .map(|row| Ok((row.try_get("id")?, row.try_get("last_seq")?)))
-        .collect()
+    Ok(
+        sqlx::query_as("SELECT id, last_seq FROM matches WHERE id = ANY($1)")
+            .bind(ids)
+            .fetch_all(db)
+            .await?,
+    )
 }
 
 /// Whether `player` sits in a match being placed or fought.
@@ -442,7 +441,7 @@ pub async fn in_live_match(db: impl PgExecutor<'_>, player: Uuid) -> Result<bool
 }
 
 /// A match row's columns as stored, for checking them against the event log.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, sqlx::FromRow)]
 pub struct StoredColumns {
     pub id: Uuid,
     pub ruleset: String,
@@ -458,28 +457,12 @@ pub struct StoredColumns {
 
 /// Every match row as stored, oldest first.
 pub async fn all_columns(db: impl PgExecutor<'_>) -> Result<Vec<StoredColumns>, StoreError> {
-    let rows = sqlx::query(
+    Ok(sqlx::query_as(
         "SELECT id, ruleset, ranked, phase, creator, joiner, winner, reason, last_seq, snapshot
          FROM matches ORDER BY created_at, id",
     )
     .fetch_all(db)
-    .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(StoredColumns {
-                id: row.try_get("id")?,
-                ruleset: row.try_get("ruleset")?,
-                ranked: row.try_get("ranked")?,
-                phase: row.try_get("phase")?,
-                creator: row.try_get("creator")?,
-                joiner: row.try_get("joiner")?,
-                winner: row.try_get("winner")?,
-                reason: row.try_get("reason")?,
-                last_seq: row.try_get("last_seq")?,
-                snapshot: row.try_get("snapshot")?,
-            })
-        })
-        .collect()
+    .await?)
 }
 
 /// Makes the caller's transaction a read-only snapshot of the whole database.

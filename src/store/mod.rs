@@ -35,6 +35,15 @@ pub enum StoreError {
     Database(#[from] sqlx::Error),
 }
 
+/// A column that does not decode into its type holds unreadable state, not a database
+/// fault.
+fn unreadable_as_corrupt(error: sqlx::Error) -> StoreError {
+    match error {
+        sqlx::Error::ColumnDecode { .. } => StoreError::Corrupt(error.to_string()),
+        other => StoreError::Database(other),
+    }
+}
+
 /// Creates the database if it does not exist, connects, and runs the migrations.
 pub async fn connect_and_migrate(url: &str, max_connections: u32) -> anyhow::Result<PgPool> {
     if !sqlx::Postgres::database_exists(url).await? {

@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::{PgConnection, PgExecutor, Row};
+use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
 use super::{StoreError, classify};
@@ -10,7 +10,7 @@ use super::{StoreError, classify};
 /// The notification channel a pushed notice is announced on, as `player_id:seq`.
 pub const CHANNEL: &str = "statki_players";
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
 pub struct Notice {
     pub seq: i64,
     pub at: DateTime<Utc>,
@@ -61,7 +61,7 @@ pub async fn list(
     after: i64,
     limit: i64,
 ) -> Result<Vec<Notice>, StoreError> {
-    let rows = sqlx::query(
+    Ok(sqlx::query_as(
         "SELECT seq, at, kind, payload FROM player_notices
          WHERE player_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
     )
@@ -69,17 +69,7 @@ pub async fn list(
     .bind(after)
     .bind(limit)
     .fetch_all(db)
-    .await?;
-    rows.into_iter()
-        .map(|row| {
-            Ok(Notice {
-                seq: row.try_get("seq")?,
-                at: row.try_get("at")?,
-                kind: row.try_get("kind")?,
-                payload: row.try_get("payload")?,
-            })
-        })
-        .collect()
+    .await?)
 }
 
 /// The latest notice number of each of `players` that has any.
@@ -87,14 +77,11 @@ pub async fn positions(
     db: impl PgExecutor<'_>,
     players: &[Uuid],
 ) -> Result<Vec<(Uuid, i64)>, StoreError> {
-    let rows = sqlx::query(
+    Ok(sqlx::query_as(
         "SELECT player_id, max(seq) AS seq FROM player_notices
          WHERE player_id = ANY($1) GROUP BY player_id",
     )
     .bind(players)
     .fetch_all(db)
-    .await?;
-    rows.iter()
-        .map(|row| Ok((row.try_get("player_id")?, row.try_get("seq")?)))
-        .collect()
+    .await?)
 }

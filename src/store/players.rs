@@ -7,7 +7,7 @@ use uuid::Uuid;
 use super::StoreError;
 use crate::names::PlayerName;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
 pub struct PlayerRow {
     pub id: Uuid,
     pub name: String,
@@ -23,7 +23,7 @@ pub async fn insert(
     let row = sqlx::query(
         "INSERT INTO players (id, name, name_key) VALUES ($1, $2, $3)
          ON CONFLICT (name_key) DO NOTHING
-         RETURNING created_at",
+         RETURNING id, name, created_at",
     )
     .bind(id)
     .bind(name.as_str())
@@ -39,37 +39,17 @@ pub async fn insert(
 }
 
 pub async fn get(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<PlayerRow>, StoreError> {
-    let row = sqlx::query("SELECT id, name, created_at FROM players WHERE id = $1")
-        .bind(id)
-        .fetch_optional(db)
-        .await?;
-    row.map(|row| {
-        Ok(PlayerRow {
-            id: row.try_get("id")?,
-            name: row.try_get("name")?,
-            created_at: row.try_get("created_at")?,
-        })
-    })
-    .transpose()
-}
-
-/// Names of the given players, for rendering matches.
-pub async fn names(
-    db: impl PgExecutor<'_>,
-    ids: &[Uuid],
-) -> Result<Vec<(Uuid, String)>, StoreError> {
-    let rows = sqlx::query("SELECT id, name FROM players WHERE id = ANY($1)")
-        .bind(ids)
-        .fetch_all(db)
-        .await?;
-    rows.into_iter()
-        .map(|row| Ok((row.try_get("id")?, row.try_get("name")?)))
-        .collect()
+    Ok(
+        sqlx::query_as("SELECT id, name, created_at FROM players WHERE id = $1")
+            .bind(id)
+            .fetch_optional(db)
+            .await?,
+    )
 }
 
 /// A player's record: wins, losses and draws over finished matches.
 pub async fn record(db: impl PgExecutor<'_>, id: Uuid) -> Result<(i64, i64, i64), StoreError> {
-    let row = sqlx::query(
+    Ok(sqlx::query_as(
         "SELECT count(*) FILTER (WHERE winner = $1) AS wins,
                 count(*) FILTER (WHERE winner IS NOT NULL AND winner <> $1) AS losses,
                 count(*) FILTER (WHERE winner IS NULL) AS draws
@@ -78,10 +58,5 @@ pub async fn record(db: impl PgExecutor<'_>, id: Uuid) -> Result<(i64, i64, i64)
     )
     .bind(id)
     .fetch_one(db)
-    .await?;
-    Ok((
-        row.try_get("wins")?,
-        row.try_get("losses")?,
-        row.try_get("draws")?,
-    ))
+    .await?)
 }

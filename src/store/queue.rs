@@ -2,14 +2,13 @@
 //! number of replicas pair players without ever pairing one twice.
 
 use chrono::{DateTime, Utc};
-use sqlx::postgres::PgRow;
-use sqlx::{PgConnection, PgExecutor, Row};
+use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
 use super::StoreError;
 
 /// A queue entry; `match_id` is set once the player was paired.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
 pub struct Entry {
     pub player_id: Uuid,
     pub ruleset: String,
@@ -27,18 +26,6 @@ pub struct Window {
     pub base: f64,
     pub per_second: f64,
     pub max: f64,
-}
-
-fn entry(row: &PgRow) -> Result<Entry, StoreError> {
-    Ok(Entry {
-        player_id: row.try_get("player_id")?,
-        ruleset: row.try_get("ruleset")?,
-        rating: row.try_get("rating")?,
-        joined_at: row.try_get("joined_at")?,
-        expires_at: row.try_get("expires_at")?,
-        match_id: row.try_get("match_id")?,
-        paired_at: row.try_get("paired_at")?,
-    })
 }
 
 /// Queues `player`. Returns false when they already have a live waiting entry; a paired
@@ -73,14 +60,13 @@ pub async fn join(
 
 /// `player`'s entry, if any.
 pub async fn get(db: impl PgExecutor<'_>, player: Uuid) -> Result<Option<Entry>, StoreError> {
-    let row = sqlx::query(
+    Ok(sqlx::query_as(
         "SELECT player_id, ruleset, rating, joined_at, expires_at, match_id, paired_at
          FROM queue_entries WHERE player_id = $1",
     )
     .bind(player)
     .fetch_optional(db)
-    .await?;
-    row.as_ref().map(entry).transpose()
+    .await?)
 }
 
 /// Removes `player`'s waiting entry. Returns whether it was live (not yet expired).
@@ -111,7 +97,7 @@ pub async fn claim_partner(
     now: DateTime<Utc>,
     window: Window,
 ) -> Result<Option<Entry>, StoreError> {
-    let row = sqlx::query(
+    Ok(sqlx::query_as(
         "SELECT player_id, ruleset, rating, joined_at, expires_at, match_id, paired_at
          FROM queue_entries q
          WHERE q.ruleset = $2 AND q.player_id <> $1 AND q.match_id IS NULL AND q.expires_at > $4
@@ -132,8 +118,7 @@ pub async fn claim_partner(
     .bind(window.per_second)
     .bind(window.max)
     .fetch_optional(&mut *conn)
-    .await?;
-    row.as_ref().map(entry).transpose()
+    .await?)
 }
 
 /// Claims up to `limit` live waiting entries of players not in a live match, longest
@@ -143,7 +128,7 @@ pub async fn claim_waiting(
     now: DateTime<Utc>,
     limit: i64,
 ) -> Result<Vec<Entry>, StoreError> {
-    let rows = sqlx::query(
+    Ok(sqlx::query_as(
         "SELECT player_id, ruleset, rating, joined_at, expires_at, match_id, paired_at
          FROM queue_entries q
          WHERE q.match_id IS NULL AND q.expires_at > $1
@@ -157,8 +142,7 @@ pub async fn claim_waiting(
     .bind(now)
     .bind(limit)
     .fetch_all(&mut *conn)
-    .await?;
-    rows.iter().map(entry).collect()
+    .await?)
 }
 
 /// Marks the entries of `players` as paired into `match_id`.

@@ -63,7 +63,7 @@ fn ranked(row: &PgRow) -> Result<Ranked, StoreError> {
     })
 }
 
-pub fn score_str(score: Score) -> &'static str {
+fn score_str(score: Score) -> &'static str {
     match score {
         Score::Win => "win",
         Score::Loss => "loss",

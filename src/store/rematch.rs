@@ -1,13 +1,13 @@
 //! Rematch offers and the rematches they started.
 
 use chrono::{DateTime, Utc};
-use sqlx::{PgConnection, PgExecutor, Row};
+use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
 use super::{StoreError, classify};
 
 /// A player's standing offer to play a finished match again.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
 pub struct Offer {
     pub player_id: Uuid,
     pub offered_at: DateTime<Utc>,
@@ -20,23 +20,14 @@ pub async fn offers(
     match_id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<Vec<Offer>, StoreError> {
-    let rows = sqlx::query(
+    Ok(sqlx::query_as(
         "SELECT player_id, offered_at, expires_at FROM rematch_offers
          WHERE match_id = $1 AND expires_at > $2 ORDER BY offered_at",
     )
     .bind(match_id)
     .bind(now)
     .fetch_all(db)
-    .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(Offer {
-                player_id: row.try_get("player_id")?,
-                offered_at: row.try_get("offered_at")?,
-                expires_at: row.try_get("expires_at")?,
-            })
-        })
-        .collect()
+    .await?)
 }
 
 /// Records or renews `player`'s offer.

@@ -1,13 +1,13 @@
 //! Replica heartbeats, from which outages are measured.
 
 use chrono::{DateTime, Utc};
-use sqlx::{PgExecutor, Row};
+use sqlx::PgExecutor;
 use uuid::Uuid;
 
 use super::StoreError;
 
 /// What the clock task's planning query found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, sqlx::FromRow)]
 pub struct Plan {
     /// The database's time.
     pub now: DateTime<Utc>,
@@ -27,7 +27,7 @@ pub async fn beat_and_plan(
     replica: Uuid,
     threshold: chrono::Duration,
 ) -> Result<Plan, StoreError> {
-    let row = sqlx::query(
+    Ok(sqlx::query_as(
         "WITH previous AS (SELECT max(last_seen) AS last FROM replicas),
               beat AS (
                   INSERT INTO replicas (id, last_seen)
@@ -42,12 +42,7 @@ pub async fn beat_and_plan(
     .bind(replica)
     .bind(threshold.num_milliseconds() as f64)
     .fetch_one(db)
-    .await?;
-    Ok(Plan {
-        now: row.try_get("now")?,
-        next: row.try_get("next")?,
-        alive: row.try_get("alive")?,
-    })
+    .await?)
 }
 
 /// The advisory lock that serialises outage recovery: "statkclk" as a big-endian integer.
@@ -66,12 +61,11 @@ pub async fn lock_startup(db: impl PgExecutor<'_>) -> Result<(), StoreError> {
 pub async fn last_seen(
     db: impl PgExecutor<'_>,
 ) -> Result<(DateTime<Utc>, Option<DateTime<Utc>>), StoreError> {
-    let row = sqlx::query(
+    Ok(sqlx::query_as(
         "SELECT clock_timestamp() AS now, (SELECT max(last_seen) FROM replicas) AS last",
     )
     .fetch_one(db)
-    .await?;
-    Ok((row.try_get("now")?, row.try_get("last")?))
+    .await?)
 }
 
 /// Records a heartbeat for `replica` at `at`.
