@@ -333,10 +333,10 @@ BEGIN;
 SELECT m.id AS match_id, m.last_seq AS last_seq FROM matches m
   WHERE m.id = (SELECT id FROM bench_targets WHERE n = :client_id) FOR UPDATE \gset
 INSERT INTO match_events (match_id, seq, at, actor, kind, payload)
-  SELECT :'match_id', :last_seq + 1, now(), NULL, 'shot_fired', payload FROM bench_payload;
+  SELECT CAST(:match_id AS uuid), :last_seq + 1, now(), NULL, 'shot_fired', payload FROM bench_payload;
 UPDATE matches SET last_seq = :last_seq + 1, deadline = now() + interval '30 seconds',
        updated_at = now(), snapshot = jsonb_set(snapshot, '{version}', to_jsonb(:last_seq + 1))
-  WHERE id = :'match_id';
+  WHERE id = CAST(:match_id AS uuid);
 COMMIT;
 "#;
 
@@ -479,7 +479,11 @@ async fn main() {
     let rounds = env_or("SHOTS_ROUNDS", 3);
     let pgbench_seconds = env_or("SHOTS_PGBENCH_SECONDS", 10) as u64;
     let client = std::sync::Arc::new(client);
-    let admin = sqlx::PgPool::connect(&url).await.expect("bench database");
+    let admin = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect(&url)
+        .await
+        .expect("bench database");
     for &c in &connections {
         let service = run_service(&client, &admin, server.id(), c, rounds, &format!("c{c}")).await;
         let naive = run_pgbench(&url, &admin, c, pgbench_seconds).await;
