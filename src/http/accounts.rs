@@ -90,7 +90,7 @@ async fn me(State(state): State<AppState>, Caller(caller): Caller) -> Result<Jso
         (status = 204, description = "The password is set"),
         (status = 400, description = "`invalid_json`, `invalid_idempotency_key`", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "`wrong_password`: `current_password` is not the password set", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`wrong_password`: the current password given is not the password set", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`idempotency_key_in_progress`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid_password` (not 8–128 characters), `current_password_required`, `invalid_body`, `idempotency_key_reused`", body = Problem, content_type = "application/problem+json"),
     )

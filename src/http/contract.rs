@@ -229,6 +229,12 @@ fn shared_problems(operation: &mut Operation) {
     if !system {
         add_problem(
             operation,
+            429,
+            ErrorCode::RateLimited,
+            "the client address or player is over a rate limit (see `Retry-After`)",
+        );
+        add_problem(
+            operation,
             503,
             ErrorCode::Unavailable,
             "the database is unreachable; nothing changed",
@@ -379,7 +385,16 @@ mod tests {
                 .iter()
                 .flatten()
                 .any(|requirement| *requirement != SecurityRequirement::default());
-            assert_eq!(secured, responses.contains_key("401"), "{path}");
+            // Every secured operation may answer 401; an open one only to refuse credentials
+            // it was given (log-in).
+            if secured {
+                assert!(responses.contains_key("401"), "{path}");
+            } else if let Some(RefOr::T(unauthorized)) = responses.get("401") {
+                assert!(
+                    unauthorized.description.contains("invalid_credentials"),
+                    "{path}: an open operation answering 401"
+                );
+            }
             if path.contains("{id}") {
                 assert!(responses.contains_key("404"), "{path}");
             }

@@ -139,7 +139,7 @@ function validateAs(schema: string, value: unknown) {
 const anonymous = clientFor();
 const unique = `${Date.now().toString(36)}${Math.floor(Math.random() * 1e6).toString(36)}`;
 
-async function register(name: string): Promise<{ api: Api; me: Schemas["PlayerCreated"] }> {
+async function register(name: string): Promise<{ api: Api; me: Schemas["Session"] }> {
   const created = await checked(anonymous.POST("/v1/players", { body: { name: `${name}-${unique}` } }), 201);
   const me = data(created);
   return { api: clientFor(me.token), me };
@@ -316,6 +316,25 @@ async function main() {
   assert.equal(notices[0]?.event, "opponent_joined");
   assert.equal((notices[0]?.data.names as Record<string, string>)[bolek.me.id], bolek.me.name, "notices name the players");
   validateAs("Notice", notices[0]?.data);
+
+  // Accounts: a password at registration, log-in, the own profile, a password change, a
+  // fresh token, and revoking every earlier token.
+  const carolName = `carol-${unique}`;
+  const carol = data(await checked(anonymous.POST("/v1/players", { body: { name: carolName, password: "correct horse" } }), 201));
+  const carolApi = clientFor(carol.token);
+  const loggedIn = data(await checked(anonymous.POST("/v1/sessions", { body: { name: carolName, password: "correct horse" } }), 200));
+  assert.equal(loggedIn.id, carol.id, "log-in names the registered player");
+  const refused = await checked(anonymous.POST("/v1/sessions", { body: { name: carolName, password: "wrong horse!" } }), 401);
+  assert.equal(refused.error?.code, "invalid_credentials");
+  assert.equal(data(await checked(carolApi.GET("/v1/me"), 200)).id, carol.id);
+  await checked(carolApi.PUT("/v1/me/password", { body: { password: "battery staple", current_password: "correct horse" } }), 204);
+  const fresh = data(await checked(carolApi.POST("/v1/me/token"), 200));
+  const renewed = data(await checked(clientFor(fresh.token).DELETE("/v1/me/tokens"), 200));
+  await checked(carolApi.GET("/v1/me"), 401);
+  assert.equal(data(await checked(clientFor(renewed.token).GET("/v1/me"), 200)).id, carol.id, "the new token works, the old ones do not");
+
+  const bots = data(await checked(anonymous.GET("/v1/bots"), 200));
+  assert.deepEqual(bots.map((bot) => bot.level).sort(), ["easy", "hard", "medium"]);
 
   const documented = new Set<string>();
   for (const item of Object.values(document.paths as Record<string, Record<string, { operationId?: string }>>)) {
