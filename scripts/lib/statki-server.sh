@@ -1,6 +1,8 @@
 # Sourced by the checks in scripts/checks/: starts the `statki` binary on a free loopback
 # port with a database of its own on $DATABASE_URL's server, and stops both on exit.
-# After `start_statki`, STATKI_URL is the server's base URL.
+# After `start_statki`, STATKI_URL is the server's base URL. Rate limits are off unless
+# STATKI_RATE_LIMITS says otherwise: these checks hammer the contract from one address, and
+# the limits have tests of their own (tests/hardening.rs).
 
 statki_free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -32,6 +34,7 @@ start_statki() {
   DATABASE_URL="${base%/*}/$STATKI_DB$query" \
     STATKI_LISTEN="127.0.0.1:$port" \
     STATKI_JWT_SECRET="check-secret-$(date +%s%N)" \
+    STATKI_RATE_LIMITS="${STATKI_RATE_LIMITS:-false}" \
     RUST_LOG=warn \
     "$bin" >"$STATKI_LOG" 2>&1 &
   STATKI_PID=$!

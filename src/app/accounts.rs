@@ -126,7 +126,11 @@ impl App {
     /// name, a player without a password and a wrong password get the same answer after the
     /// same work (one Argon2 verification).
     pub async fn log_in(&self, name: &str, password: String) -> Result<Session> {
-        let credentials = store::accounts::by_name(self.pool(), name).await?;
+        // Looked up by the same key registration made unique: case and look-alikes fold.
+        let credentials = match PlayerName::parse(name) {
+            Ok(name) => store::accounts::by_name_key(self.pool(), &name.key()).await?,
+            Err(_) => None,
+        };
         let stored = credentials.as_ref().and_then(|c| c.password_hash.clone());
         let matches = password::verify(&Password::offered(password), stored).await?;
         let Some(credentials) = credentials.filter(|_| matches) else {

@@ -24,17 +24,18 @@ impl std::fmt::Debug for Credentials {
     }
 }
 
-/// The player registered under `name` (regardless of case) and their password hash.
-pub async fn by_name(
+/// The player whose name has the uniqueness key `key` (see `names::PlayerName::key`), and
+/// their password hash.
+pub async fn by_name_key(
     db: impl PgExecutor<'_>,
-    name: &str,
+    key: &str,
 ) -> Result<Option<Credentials>, StoreError> {
     let row = sqlx::query(
         "SELECT p.id, p.name, pw.password_hash
          FROM players p LEFT JOIN player_passwords pw ON pw.player_id = p.id
-         WHERE p.name_key = lower($1)",
+         WHERE p.name_key = $1",
     )
-    .bind(name)
+    .bind(key)
     .fetch_optional(db)
     .await?;
     row.map(|row| {
