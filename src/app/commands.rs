@@ -118,8 +118,18 @@ async fn lane(pool: PgPool, queue: Arc<Mutex<mpsc::Receiver<Job>>>) {
     loop {
         let mut jobs = std::mem::take(&mut waiting);
         if jobs.is_empty() {
-            let mut queue = queue.lock().await;
-            match queue.recv().await {
+            // Closing the pool (shutdown) ends an idle lane, so the connection it keeps is
+            // given back and the close can finish; commands still queued are answered
+            // `unavailable` as their senders drop.
+            let mut queue = tokio::select! {
+                queue = queue.lock() => queue,
+                () = pool.close_event() => return,
+            };
+            let next = tokio::select! {
+                next = queue.recv() => next,
+                () = pool.close_event() => return,
+            };
+            match next {
                 Some(job) => jobs.push(job),
                 None => return,
             }
