@@ -24,6 +24,34 @@ const PER_MATCH: &[&str] = &[
 /// whitespace collapsed) and why it may.
 const CROSS_MATCH: &[(&str, &str)] = &[
     (
+        "from rematch_offers o join matches m on m.id = o.match_id join players b on b.bot_level is not null",
+        "bots answering rematch offers: a sweep of every shard, like the offers' expiry",
+    ),
+    (
+        "where m.phase = 'waiting' and (m.invited is null or m.invited = $1 or m.creator = $1)",
+        "the open list: a page across shards, merged and limited on the coordinator",
+    ),
+    (
+        "where m.phase in ('placement', 'battle') and $1::uuid is null",
+        "the live list for spectators: a page across shards",
+    ),
+    (
+        "where (m.creator = $1 or m.joiner = $1) and ($2::timestamptz is null",
+        "a player's matches, newest first: a page across shards",
+    ),
+    (
+        "select count(*) from matches where creator = $1 and phase = 'waiting'",
+        "the cap on a player's open matches: a count by player across shards",
+    ),
+    (
+        "update matches set wake_at = r.deadline from unnest(",
+        "re-arming claimed clocks: keyed by the claimed match ids (`matches.id = r.id`), which the check does not read through unnest",
+    ),
+    (
+        "with bots as (select id, bot_level from players where bot_level is not null)",
+        "the bot worker claims pending bot turns of every shard, as the clock sweep claims due matches",
+    ),
+    (
         "from matches where wake_at <= $1",
         "the clock sweep claims due matches of every shard (one scan of the wake-up index per shard)",
     ),
@@ -38,14 +66,6 @@ const CROSS_MATCH: &[(&str, &str)] = &[
     (
         "select count(*) from match_events",
         "the event total for /metrics: a count over every shard",
-    ),
-    (
-        "from matches where phase = 'waiting'",
-        "the list of open matches: a page across shards, merged and limited on the coordinator",
-    ),
-    (
-        "from matches where (creator = $1 or joiner = $1)",
-        "a player's matches, newest first: a page across shards",
     ),
     (
         "from matches where phase in ('placement', 'battle') and (creator = $1 or joiner = $1)",

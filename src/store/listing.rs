@@ -36,31 +36,6 @@ pub struct Cursor {
     pub id: Uuid,
 }
 
-/// A query over `matches m` with each row's player names joined; `$rest` follows `FROM`.
-macro_rules! named_matches {
-    ($($rest:expr),+) => {
-        concat!(
-            "SELECT m.id, m.snapshot, m.last_seq, m.created_at,
-                (SELECT coalesce(jsonb_object_agg(p.id, p.name), '{}'::jsonb) FROM players p
-                 WHERE p.id IN (m.creator, m.joiner, m.invited)) AS names
-             FROM matches m ",
-            $($rest),+
-        )
-    };
-}
-
-/// Newest first after the cursor `($2, $3)`, at most `$4` rows.
-macro_rules! page_of {
-    ($filter:literal) => {
-        named_matches!(
-            "WHERE ",
-            $filter,
-            " AND ($2::timestamptz IS NULL OR (m.created_at, m.id) < ($2, $3))
-             ORDER BY m.created_at DESC, m.id DESC LIMIT $4"
-        )
-    };
-}
-
 fn decode(row: &sqlx::postgres::PgRow) -> Result<NamedRow, StoreError> {
     let Json(snapshot): Json<Snapshot> = row
         .try_get("snapshot")
@@ -80,10 +55,15 @@ fn decode(row: &sqlx::postgres::PgRow) -> Result<NamedRow, StoreError> {
 
 /// One match with its players' names.
 pub async fn get(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<NamedRow>, StoreError> {
-    let row = sqlx::query(named_matches!("WHERE m.id = $1"))
-        .bind(id)
-        .fetch_optional(db)
-        .await?;
+    let row = sqlx::query(
+        "SELECT m.id, m.snapshot, m.last_seq, m.created_at,
+                (SELECT coalesce(jsonb_object_agg(p.id, p.name), '{}'::jsonb) FROM players p
+                 WHERE p.id IN (m.creator, m.joiner, m.invited)) AS names
+         FROM matches m WHERE m.id = $1",
+    )
+    .bind(id)
+    .fetch_optional(db)
+    .await?;
     row.as_ref().map(decode).transpose()
 }
 
@@ -94,22 +74,38 @@ pub async fn page(
     cursor: Option<Cursor>,
     limit: i64,
 ) -> Result<Vec<NamedRow>, StoreError> {
-    let (sql, subject) = match listing {
-        Listing::Open { viewer } => (
-            page_of!(
-                "m.phase = 'waiting' AND (m.invited IS NULL OR m.invited = $1 OR m.creator = $1)"
-            ),
-            Some(viewer),
-        ),
-        Listing::Live => (
-            page_of!("m.phase IN ('placement', 'battle') AND $1::uuid IS NULL"),
-            None,
-        ),
-        Listing::PlayerOf { player } => {
-            (page_of!("(m.creator = $1 OR m.joiner = $1)"), Some(player))
-        }
+    let subject = match listing {
+        Listing::Open { viewer } => Some(viewer),
+        Listing::Live => None,
+        Listing::PlayerOf { player } => Some(player),
     };
-    let rows = sqlx::query(sql)
+    let query = match listing {
+        Listing::Open { .. } => sqlx::query(
+            "SELECT m.id, m.snapshot, m.last_seq, m.created_at,
+                (SELECT coalesce(jsonb_object_agg(p.id, p.name), '{}'::jsonb) FROM players p
+                 WHERE p.id IN (m.creator, m.joiner, m.invited)) AS names
+         FROM matches m
+         WHERE m.phase = 'waiting' AND (m.invited IS NULL OR m.invited = $1 OR m.creator = $1) AND ($2::timestamptz IS NULL OR (m.created_at, m.id) < ($2, $3))
+         ORDER BY m.created_at DESC, m.id DESC LIMIT $4",
+        ),
+        Listing::Live => sqlx::query(
+            "SELECT m.id, m.snapshot, m.last_seq, m.created_at,
+                (SELECT coalesce(jsonb_object_agg(p.id, p.name), '{}'::jsonb) FROM players p
+                 WHERE p.id IN (m.creator, m.joiner, m.invited)) AS names
+         FROM matches m
+         WHERE m.phase IN ('placement', 'battle') AND $1::uuid IS NULL AND ($2::timestamptz IS NULL OR (m.created_at, m.id) < ($2, $3))
+         ORDER BY m.created_at DESC, m.id DESC LIMIT $4",
+        ),
+        Listing::PlayerOf { .. } => sqlx::query(
+            "SELECT m.id, m.snapshot, m.last_seq, m.created_at,
+                (SELECT coalesce(jsonb_object_agg(p.id, p.name), '{}'::jsonb) FROM players p
+                 WHERE p.id IN (m.creator, m.joiner, m.invited)) AS names
+         FROM matches m
+         WHERE (m.creator = $1 OR m.joiner = $1) AND ($2::timestamptz IS NULL OR (m.created_at, m.id) < ($2, $3))
+         ORDER BY m.created_at DESC, m.id DESC LIMIT $4",
+        ),
+    };
+    let rows = query
         .bind(subject)
         .bind(cursor.map(|c| c.created_at))
         .bind(cursor.map(|c| c.id))
