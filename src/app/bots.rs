@@ -13,7 +13,7 @@ use uuid::Uuid;
 use super::write::{self, Change};
 use super::{App, Result};
 use crate::bot::{Level, next_command};
-use crate::engine::{Command, Draw, Match, Phase, Viewer};
+use crate::engine::{Command, Match, Phase, Viewer};
 use crate::store::bots;
 
 /// A bot opponent as `GET /v1/bots` lists it.
@@ -43,13 +43,6 @@ pub struct BotWindow {
 pub struct BotBatch {
     pub claimed: usize,
     pub moves: usize,
-}
-
-fn draw() -> Draw {
-    Draw {
-        coin: rand::random(),
-        salt: rand::random(),
-    }
 }
 
 /// The bot's command for a match, decided from its own view only.
@@ -119,7 +112,7 @@ impl App {
             let Some(command) = bot_command(&row.state, turn.bot, level, &mut rng) else {
                 continue;
             };
-            match row.state.decide(turn.bot, &command, now, draw()) {
+            match row.state.decide(turn.bot, &command, now, super::draw()) {
                 Ok(events) => {
                     moves += 1;
                     changes.push(Change::existing(row.id, row.last_seq, row.state, events));

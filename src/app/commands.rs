@@ -23,7 +23,7 @@ use super::idempotency::{Answer, Idempotency, replay, to_json};
 use super::resources::{MatchResource, ShotAnswer};
 use super::write::{self, Change, Extras};
 use super::{AppError, Result};
-use crate::engine::{Command, Draw, Refusal};
+use crate::engine::{Command, Refusal};
 use crate::store::{self, StoreError, idempotency as keys, matches};
 
 /// Most commands one batch decides and stores together.
@@ -230,13 +230,6 @@ enum Plan {
     },
 }
 
-fn draw() -> Draw {
-    Draw {
-        coin: rand::random(),
-        salt: rand::random(),
-    }
-}
-
 /// Decides and stores one batch in one transaction; returns each job's answer in order.
 async fn execute(conn: &mut PgConnection, jobs: &[Job]) -> Result<Vec<Result<Answer<Reply>>>> {
     let mut tx = conn.begin().await?;
@@ -365,13 +358,16 @@ fn decide(
         let mut ended = row.state.clone();
         ended.evolve_all(&expiry);
         let refusal = ended
-            .decide(job.actor, &job.command, now, draw())
+            .decide(job.actor, &job.command, now, super::draw())
             .err()
             .unwrap_or(Refusal::NotDue);
         changes.push(Change::existing(row.id, row.last_seq, row.state, expiry));
         return Plan::Done(Err(refusal.into()));
     }
-    match row.state.decide(job.actor, &job.command, now, draw()) {
+    match row
+        .state
+        .decide(job.actor, &job.command, now, super::draw())
+    {
         Ok(events) => {
             let created_at = row.created_at;
             changes.push(Change::existing(row.id, row.last_seq, row.state, events));

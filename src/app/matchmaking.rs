@@ -20,7 +20,7 @@ use uuid::Uuid;
 use super::idempotency::{Answer, Idempotency, claim_or_replay, remember};
 use super::write::{self, Change, push_notices};
 use super::{App, AppError, NewMatch, Result};
-use crate::engine::{Command, Draw, Match, MatchRules, Phase, Refusal, RuleSetId};
+use crate::engine::{Command, Match, MatchRules, Phase, Refusal, RuleSetId};
 use crate::store::queue::{self, Entry, Window};
 use crate::store::{matches, notices, ratings, rematch};
 
@@ -134,11 +134,7 @@ pub(crate) async fn start_match(
     // The invitation names the opponent, so the log shows the match was arranged for two.
     let created = Match::create(first, rules, ranked, Some(second), now)?;
     let state = Match::fold([&created]).map_err(|e| AppError::Corrupt(e.to_string()))?;
-    let draw = Draw {
-        coin: rand::random(),
-        salt: rand::random(),
-    };
-    let joined = state.decide(second, &Command::Join, now, draw)?;
+    let joined = state.decide(second, &Command::Join, now, super::draw())?;
     let mut events = vec![created];
     events.extend(joined);
     let id = Uuid::now_v7();

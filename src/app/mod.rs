@@ -50,6 +50,15 @@ pub struct GameSettings {
 /// Lanes that commit command batches concurrently: while one commits, the next gathers.
 pub const COMMIT_LANES: usize = 2;
 
+/// The random draws the engine takes as an argument (who fires first, commitment salts):
+/// the only randomness of the use cases.
+fn draw() -> crate::engine::Draw {
+    crate::engine::Draw {
+        coin: rand::random(),
+        salt: rand::random(),
+    }
+}
+
 /// The service's use cases over one database. Cheap to clone: every clone shares the pool,
 /// the settings and the command lanes, which stop when the last clone is dropped.
 #[derive(Clone)]
