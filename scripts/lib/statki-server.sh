@@ -2,7 +2,7 @@
 # port with a database of its own on $DATABASE_URL's server, and stops both on exit.
 # After `start_statki`, STATKI_URL is the server's base URL. Rate limits are off unless
 # STATKI_RATE_LIMITS says otherwise: these checks hammer the contract from one address, and
-# the limits have tests of their own (tests/hardening.rs).
+# the limits have tests of their own (tests/it/hardening.rs).
 
 statki_free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'

@@ -1,6 +1,6 @@
 //! The rules of RULES.md, one test per rule and preset, through the public engine API.
 
-mod engine_support;
+use crate::engine_support;
 
 use chrono::Duration;
 use engine_support::*;

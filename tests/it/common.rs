@@ -1,6 +1,5 @@
 //! Black-box test harness: `spawn_app` serves the real application on a random local port
 //! over the test's own database, and helpers speak to it over HTTP like any client.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};

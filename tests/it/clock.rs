@@ -1,9 +1,8 @@
 //! Clocks: each expiry outcome, the race at the deadline, replicas sharing the work, outages
 //! giving time back, and configurable clocks. The clock step is driven with a given time
 //! (`clock::sweep`); only the end-to-end tests wait for real (short) clocks.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::os::unix::process::ExitStatusExt;

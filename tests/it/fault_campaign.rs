@@ -6,10 +6,9 @@
 //!
 //! It takes about a minute, so `cargo test` skips it; `scripts/checks/fault-campaign`
 //! runs it and prints its figures:
-//! `cargo test --test fault_campaign -- --ignored --nocapture`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! `cargo test --test it fault_campaign:: -- --ignored --nocapture`.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -1,9 +1,8 @@
 //! Every ```sql block of README.md runs against a database with played matches, read
 //! only, and returns sensible rows.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-mod ladder_support;
+use crate::common;
+use crate::ladder_support;
 
 use common::{TestApp, spawn_app};
 use ladder_support::{clock_ahead, place, ranked, ranked_all_sunk, resign, started};
@@ -11,7 +10,7 @@ use serde_json::json;
 use sqlx::postgres::PgRow;
 use sqlx::{Column, PgPool, Row};
 
-const AUDIT: &str = include_str!("../README.md");
+const AUDIT: &str = include_str!("../../README.md");
 
 /// The SQL of every ```sql fence, in order.
 fn sql_blocks(markdown: &str) -> Vec<String> {

@@ -5,7 +5,6 @@
 //! distributed by match id. The few statements that legitimately scan across matches are
 //! listed in `CROSS_MATCH` with the reason; an entry that no longer matches any statement
 //! fails the test too, so the list stays exact.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 

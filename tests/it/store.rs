@@ -1,6 +1,5 @@
 //! Storage tests against a real database: the event log refuses tampering, settings are
 //! initialised once, idempotency keys are claimed once, names are unique.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use chrono::Utc;
 use sqlx::PgPool;

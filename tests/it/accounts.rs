@@ -1,8 +1,7 @@
 //! Accounts over HTTP: passwords, log-in, the own profile, token refresh and revocation
 //! (on every replica), idempotent registration, and a backend minting its own tokens.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -568,7 +567,7 @@ async fn concurrent_retries_register_one_player(pool: PgPool) {
     assert_eq!(count, 1);
 }
 
-const README: &str = include_str!("../README.md");
+const README: &str = include_str!("../../README.md");
 
 /// The first ```python block of the README's "Tokens for your own backend" section.
 fn readme_minting_example() -> String {

@@ -1,9 +1,8 @@
 //! Whole random matches in every preset, played through HTTP, with the hidden-information
 //! check applied to everything each player and a spectator is sent; then every match in
 //! the database is rebuilt from its events and compared with its row.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 

@@ -1,9 +1,8 @@
 //! The ranked ladder: Glicko-2 updates in the finishing transaction, what counts and what
 //! does not, the ladder and profile resources, and the no-self-play rule.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-mod ladder_support;
+use crate::common;
+use crate::ladder_support;
 
 use common::{Player, TestApp, spawn_app, unique};
 use ladder_support::{

@@ -3,7 +3,6 @@
 //! the balancer while each replica in turn is SIGKILLed and started again. Every stream
 //! resumes with `Last-Event-ID` and ends up with exactly the match's event log, and every
 //! shot the balancer acknowledged is in the log once.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! single refused command, never shoots a cell the rules prove empty, follows up every hit
 //! (medium and hard), and decides from its own redacted view only.
 
-mod engine_support;
+use crate::engine_support;
 
 use std::collections::HashSet;
 

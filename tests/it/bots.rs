@@ -2,7 +2,7 @@
 //! refused for ranked play, rematched, and carried on by a new app instance on the same
 //! database. The worker is driven step by step with `Worker::tick`.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

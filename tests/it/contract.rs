@@ -1,9 +1,8 @@
 //! What a UI renders without extra round trips: the live list for spectators, paged lists
 //! with cursors, player names next to ids, the effective rules, the clock on events, and
 //! the headers browsers may read.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::{Reply, spawn_app};
 use reqwest::StatusCode;

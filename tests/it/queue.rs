@@ -1,9 +1,8 @@
 //! Matchmaking: the ranked queue (one replica and two on one database), the widening
 //! window, expiry, the direct challenge and the rematch.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-mod ladder_support;
+use crate::common;
+use crate::ladder_support;
 
 use std::collections::HashSet;
 

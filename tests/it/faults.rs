@@ -1,8 +1,7 @@
 //! Faults: with the database unreachable requests are refused cleanly, and when database
 //! connections are killed mid-play no answered move is lost and no refused one is stored.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 

@@ -1,7 +1,6 @@
 //! Helpers shared by the engine's integration tests: fixed players, a fixed clock, fleets
 //! known to be legal in every preset, and a harness that checks `fold(log) == state` after
 //! every accepted command and that a refused command leaves the state untouched.
-#![allow(dead_code)]
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use statki::engine::{

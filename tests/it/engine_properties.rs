@@ -2,7 +2,7 @@
 //! placement rules, placement hints, and random whole matches in every preset checked for
 //! termination, fold consistency and — above all — that nothing hidden leaks to a viewer.
 
-mod engine_support;
+use crate::engine_support;
 
 use std::collections::BTreeSet;
 

@@ -1,6 +1,5 @@
 //! Helpers shared by the ladder, queue, audit and verify tests: playing matches to their
 //! end over the API, driving the clock, reading notices.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use chrono::{DateTime, Utc};
 use reqwest::StatusCode;

@@ -1,8 +1,7 @@
 //! Live updates over server-sent events: match streams, the player feed, resumption,
 //! two replicas on one database, a killed listener, hidden information, limits.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::pin::Pin;
 use std::time::Duration;

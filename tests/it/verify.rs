@@ -1,10 +1,9 @@
 //! `statki verify`: passes on an honestly played database, catches tampered rows, ratings
 //! and forged logs, and the binary's exit status says so. The logs themselves refuse
 //! tampering.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-mod ladder_support;
+use crate::common;
+use crate::ladder_support;
 
 use common::{Player, TestApp, spawn_app, unique};
 use ladder_support::{clock_ahead, place, play_out, ranked, ranked_all_sunk, resign, started};

@@ -1,8 +1,7 @@
 //! Black-box tests of the HTTP API: every endpoint, every refusal (and that a refusal
 //! stores nothing), idempotency, races, and whole matches with the hidden-information check.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::{Player, TestApp, legal_fleet, spawn_app};
 use reqwest::StatusCode;

@@ -1,7 +1,6 @@
 //! Abuse resistance: each test tries one attack and checks it is refused cleanly.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

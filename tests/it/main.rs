@@ -1,0 +1,29 @@
+//! The integration tests, one binary: each module is one area (the API, the clocks, the
+//! ladder, ...); the shared harnesses compile once and every helper is used by some test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod engine_support;
+mod ladder_support;
+
+mod accounts;
+mod api;
+mod audit;
+mod bot_strategies;
+mod bots;
+mod clock;
+mod cluster;
+mod contract;
+mod distributable;
+mod engine_properties;
+mod engine_rules;
+mod fault_campaign;
+mod faults;
+mod hardening;
+mod ladder;
+mod live;
+mod matches;
+mod queue;
+mod root_home;
+mod store;
+mod verify;
