@@ -1,8 +1,7 @@
 //! Ladder standings (`ratings`) and their append-only history (`rating_changes`).
 
 use chrono::{DateTime, Utc};
-use sqlx::postgres::PgRow;
-use sqlx::{PgConnection, PgExecutor, Row};
+use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
 use super::StoreError;
@@ -39,28 +38,105 @@ pub struct ChangeRow {
     pub change: RatingChange,
 }
 
-fn standing(row: &PgRow) -> Result<Standing, StoreError> {
-    Ok(Standing {
-        ruleset: row.try_get("ruleset")?,
-        player_id: row.try_get("player_id")?,
-        rating: Rating {
-            rating: row.try_get("rating")?,
-            deviation: row.try_get("deviation")?,
-            volatility: row.try_get("volatility")?,
-        },
-        games: row.try_get("games")?,
-        wins: row.try_get("wins")?,
-        losses: row.try_get("losses")?,
-        draws: row.try_get("draws")?,
-    })
+/// A `ratings` row as selected: the standing's columns, games counted as `bigint`.
+#[derive(sqlx::FromRow)]
+struct StandingRow {
+    ruleset: String,
+    player_id: Uuid,
+    rating: f64,
+    deviation: f64,
+    volatility: f64,
+    games: i64,
+    wins: i64,
+    losses: i64,
+    draws: i64,
 }
 
-fn ranked(row: &PgRow) -> Result<Ranked, StoreError> {
-    Ok(Ranked {
-        rank: row.try_get("rank")?,
-        name: row.try_get("name")?,
-        standing: standing(row)?,
-    })
+impl From<StandingRow> for Standing {
+    fn from(row: StandingRow) -> Self {
+        Standing {
+            ruleset: row.ruleset,
+            player_id: row.player_id,
+            rating: Rating {
+                rating: row.rating,
+                deviation: row.deviation,
+                volatility: row.volatility,
+            },
+            games: row.games,
+            wins: row.wins,
+            losses: row.losses,
+            draws: row.draws,
+        }
+    }
+}
+
+/// A ladder row: a standing with its rank and the player's name.
+#[derive(sqlx::FromRow)]
+struct RankedRow {
+    rank: i64,
+    name: String,
+    #[sqlx(flatten)]
+    standing: StandingRow,
+}
+
+impl From<RankedRow> for Ranked {
+    fn from(row: RankedRow) -> Self {
+        Ranked {
+            rank: row.rank,
+            name: row.name,
+            standing: row.standing.into(),
+        }
+    }
+}
+
+/// A `rating_changes` row as selected.
+#[derive(sqlx::FromRow)]
+struct ChangeRecord {
+    match_id: Uuid,
+    seq: i64,
+    player_id: Uuid,
+    opponent_id: Uuid,
+    ruleset: String,
+    at: DateTime<Utc>,
+    score: String,
+    game: i64,
+    rating_before: f64,
+    deviation_before: f64,
+    volatility_before: f64,
+    rating_after: f64,
+    deviation_after: f64,
+    volatility_after: f64,
+}
+
+impl TryFrom<ChangeRecord> for ChangeRow {
+    type Error = StoreError;
+
+    fn try_from(row: ChangeRecord) -> Result<Self, StoreError> {
+        let game = row.game;
+        Ok(ChangeRow {
+            match_id: row.match_id,
+            seq: row.seq,
+            ruleset: row.ruleset,
+            opponent_id: row.opponent_id,
+            at: row.at,
+            change: RatingChange {
+                player: row.player_id,
+                score: parse_score(&row.score)?,
+                game: u32::try_from(game)
+                    .map_err(|_| StoreError::Corrupt(format!("game number {game}")))?,
+                before: Rating {
+                    rating: row.rating_before,
+                    deviation: row.deviation_before,
+                    volatility: row.volatility_before,
+                },
+                after: Rating {
+                    rating: row.rating_after,
+                    deviation: row.deviation_after,
+                    volatility: row.volatility_after,
+                },
+            },
+        })
+    }
 }
 
 fn score_str(score: Score) -> &'static str {
@@ -106,7 +182,7 @@ pub async fn lock(
     .bind(at)
     .execute(&mut *conn)
     .await?;
-    let rows = sqlx::query(
+    let rows = sqlx::query_as::<_, StandingRow>(
         "SELECT ruleset, player_id, rating, deviation, volatility,
                 games::bigint AS games, wins::bigint AS wins, losses::bigint AS losses,
                 draws::bigint AS draws
@@ -117,7 +193,7 @@ pub async fn lock(
     .bind(&sorted)
     .fetch_all(&mut *conn)
     .await?;
-    rows.iter().map(standing).collect()
+    Ok(rows.into_iter().map(Standing::from).collect())
 }
 
 /// Writes one rated match: a history row per player and the new standings. The numbers
@@ -187,7 +263,7 @@ pub async fn page(
     after: Option<(f64, Uuid)>,
     limit: i64,
 ) -> Result<Vec<Ranked>, StoreError> {
-    let rows = sqlx::query(
+    let rows = sqlx::query_as::<_, RankedRow>(
         "SELECT * FROM (
              SELECT r.ruleset, r.player_id, p.name, r.rating, r.deviation, r.volatility,
                     r.games::bigint AS games, r.wins::bigint AS wins,
@@ -206,12 +282,12 @@ pub async fn page(
     .bind(limit)
     .fetch_all(db)
     .await?;
-    rows.iter().map(ranked).collect()
+    Ok(rows.into_iter().map(Ranked::from).collect())
 }
 
 /// Every ladder `player` is on, with their rank there.
 pub async fn for_player(db: impl PgExecutor<'_>, player: Uuid) -> Result<Vec<Ranked>, StoreError> {
-    let rows = sqlx::query(
+    let rows = sqlx::query_as::<_, RankedRow>(
         "SELECT * FROM (
              SELECT r.ruleset, r.player_id, p.name, r.rating, r.deviation, r.volatility,
                     r.games::bigint AS games, r.wins::bigint AS wins,
@@ -225,7 +301,7 @@ pub async fn for_player(db: impl PgExecutor<'_>, player: Uuid) -> Result<Vec<Ran
     .bind(player)
     .fetch_all(db)
     .await?;
-    rows.iter().map(ranked).collect()
+    Ok(rows.into_iter().map(Ranked::from).collect())
 }
 
 /// The current standing of `player` on `ruleset`, if they have one.
@@ -234,7 +310,7 @@ pub async fn get(
     ruleset: &str,
     player: Uuid,
 ) -> Result<Option<Standing>, StoreError> {
-    let row = sqlx::query(
+    let row = sqlx::query_as::<_, StandingRow>(
         "SELECT ruleset, player_id, rating, deviation, volatility,
                 games::bigint AS games, wins::bigint AS wins, losses::bigint AS losses,
                 draws::bigint AS draws
@@ -244,12 +320,12 @@ pub async fn get(
     .bind(player)
     .fetch_optional(db)
     .await?;
-    row.as_ref().map(standing).transpose()
+    Ok(row.map(Standing::from))
 }
 
 /// Every standing, for whole-database checks.
 pub async fn all(db: impl PgExecutor<'_>) -> Result<Vec<Standing>, StoreError> {
-    let rows = sqlx::query(
+    let rows = sqlx::query_as::<_, StandingRow>(
         "SELECT ruleset, player_id, rating, deviation, volatility,
                 games::bigint AS games, wins::bigint AS wins, losses::bigint AS losses,
                 draws::bigint AS draws
@@ -257,12 +333,12 @@ pub async fn all(db: impl PgExecutor<'_>) -> Result<Vec<Standing>, StoreError> {
     )
     .fetch_all(db)
     .await?;
-    rows.iter().map(standing).collect()
+    Ok(rows.into_iter().map(Standing::from).collect())
 }
 
 /// The whole history, each player's rows in game order.
 pub async fn all_changes(db: impl PgExecutor<'_>) -> Result<Vec<ChangeRow>, StoreError> {
-    let rows = sqlx::query(
+    let rows = sqlx::query_as::<_, ChangeRecord>(
         "SELECT match_id, seq, player_id, opponent_id, ruleset, at, score, game::bigint AS game,
                 rating_before, deviation_before, volatility_before,
                 rating_after, deviation_after, volatility_after
@@ -270,33 +346,5 @@ pub async fn all_changes(db: impl PgExecutor<'_>) -> Result<Vec<ChangeRow>, Stor
     )
     .fetch_all(db)
     .await?;
-    rows.iter()
-        .map(|row| {
-            let game: i64 = row.try_get("game")?;
-            let score: String = row.try_get("score")?;
-            Ok(ChangeRow {
-                match_id: row.try_get("match_id")?,
-                seq: row.try_get("seq")?,
-                ruleset: row.try_get("ruleset")?,
-                opponent_id: row.try_get("opponent_id")?,
-                at: row.try_get("at")?,
-                change: RatingChange {
-                    player: row.try_get("player_id")?,
-                    score: parse_score(&score)?,
-                    game: u32::try_from(game)
-                        .map_err(|_| StoreError::Corrupt(format!("game number {game}")))?,
-                    before: Rating {
-                        rating: row.try_get("rating_before")?,
-                        deviation: row.try_get("deviation_before")?,
-                        volatility: row.try_get("volatility_before")?,
-                    },
-                    after: Rating {
-                        rating: row.try_get("rating_after")?,
-                        deviation: row.try_get("deviation_after")?,
-                        volatility: row.try_get("volatility_after")?,
-                    },
-                },
-            })
-        })
-        .collect()
+    rows.into_iter().map(ChangeRow::try_from).collect()
 }
