@@ -10,7 +10,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::write::{self, Change};
+use super::write::{self, Judged};
 use super::{App, Result};
 use crate::bot::{Level, next_command};
 use crate::engine::{Command, Match, Phase, Viewer};
@@ -104,20 +104,17 @@ impl App {
                     continue;
                 }
             };
-            if let Ok(expiry) = row.state.expire(now) {
-                // The clock ran out first: enforce it, as a player's command would.
-                changes.push(Change::existing(row.id, row.last_seq, row.state, expiry));
-                continue;
-            }
             let Some(command) = bot_command(&row.state, turn.bot, level, &mut rng) else {
                 continue;
             };
-            match row.state.decide(turn.bot, &command, now, super::draw()) {
-                Ok(events) => {
+            match write::judge(row, turn.bot, &command, now) {
+                Judged::Accepted(change) => {
                     moves += 1;
-                    changes.push(Change::existing(row.id, row.last_seq, row.state, events));
+                    changes.push(change);
                 }
-                Err(refusal) => {
+                // The clock ran out first: enforce it, as a player's command would.
+                Judged::Expired(expiry, _) => changes.push(expiry),
+                Judged::Refused(refusal) => {
                     // Nothing is written; the match's clock settles it if this persists.
                     tracing::error!(match_id = %turn.id, bot = %turn.bot, %refusal,
                         "the engine refused a bot's command");

@@ -10,9 +10,9 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{AppError, Result, ladder};
-use crate::engine::{Event, Match};
+use crate::engine::{Command, Event, Match, Refusal};
 use crate::store::idempotency::{Answer, KeyRef};
-use crate::store::matches::{Append, RowWrite, Write};
+use crate::store::matches::{Append, MatchRow, RowWrite, Write};
 use crate::store::{StoredEvent, matches, notices};
 
 /// The notification channel every commit announces `match_id:seq` on.
@@ -57,6 +57,39 @@ impl Change {
             events,
             folded: 1,
         })
+    }
+}
+
+/// What a participant's command comes to against its locked match.
+pub(crate) enum Judged {
+    /// The engine accepted it: the change it makes.
+    Accepted(Change),
+    /// The match's clock ran out before the command arrived and nobody enforced it yet:
+    /// the change enforces it, and the command is refused as the ended match refuses it.
+    Expired(Change, Refusal),
+    /// The engine refused it; nothing changes.
+    Refused(Refusal),
+}
+
+/// Judges `actor`'s `command` against the locked match `row` at `now`: the one place that
+/// enforces a clock that ran out before deciding a command (players' commands and bots'
+/// moves alike).
+pub(crate) fn judge(row: MatchRow, actor: Uuid, command: &Command, now: DateTime<Utc>) -> Judged {
+    if let Ok(expiry) = row.state.expire(now) {
+        let mut ended = row.state.clone();
+        ended.evolve_all(&expiry);
+        let refusal = ended
+            .decide(actor, command, now, super::draw())
+            .err()
+            .unwrap_or(Refusal::NotDue);
+        return Judged::Expired(
+            Change::existing(row.id, row.last_seq, row.state, expiry),
+            refusal,
+        );
+    }
+    match row.state.decide(actor, command, now, super::draw()) {
+        Ok(events) => Judged::Accepted(Change::existing(row.id, row.last_seq, row.state, events)),
+        Err(refusal) => Judged::Refused(refusal),
     }
 }
 
