@@ -71,6 +71,25 @@ pub async fn now(
         .await?)
 }
 
+/// Opens a transaction on a connection the caller manages by hand (see [`commit`]).
+pub async fn begin(conn: &mut sqlx::PgConnection) -> Result<(), StoreError> {
+    sqlx::raw_sql("BEGIN").execute(conn).await?;
+    Ok(())
+}
+
+/// Commits the connection's open transaction; with `begin_next`, opens the next one in the
+/// same round trip (a simple query of two statements: the `BEGIN` runs only once the
+/// `COMMIT` succeeded, so an answer means the commit is durable either way).
+pub async fn commit(conn: &mut sqlx::PgConnection, begin_next: bool) -> Result<(), StoreError> {
+    let statements = if begin_next {
+        "COMMIT; BEGIN"
+    } else {
+        "COMMIT"
+    };
+    sqlx::raw_sql(statements).execute(conn).await?;
+    Ok(())
+}
+
 /// Takes the transaction-scoped advisory lock `key` if nobody holds it.
 pub async fn try_advisory_xact_lock(
     db: impl sqlx::PgExecutor<'_>,
