@@ -1,13 +1,13 @@
 //! Account rows: password hashes and the instant from which a player's tokens are valid.
 
 use chrono::{DateTime, Utc};
-use sqlx::{PgExecutor, Row};
+use sqlx::PgExecutor;
 use uuid::Uuid;
 
 use super::StoreError;
 
 /// What log-in needs to know about a name.
-#[derive(Clone)]
+#[derive(Clone, sqlx::FromRow)]
 pub struct Credentials {
     pub id: Uuid,
     pub name: String,
@@ -30,22 +30,14 @@ pub async fn by_name_key(
     db: impl PgExecutor<'_>,
     key: &str,
 ) -> Result<Option<Credentials>, StoreError> {
-    let row = sqlx::query(
+    Ok(sqlx::query_as::<_, Credentials>(
         "SELECT p.id, p.name, pw.password_hash
          FROM players p LEFT JOIN player_passwords pw ON pw.player_id = p.id
          WHERE p.name_key = $1",
     )
     .bind(key)
     .fetch_optional(db)
-    .await?;
-    row.map(|row| {
-        Ok(Credentials {
-            id: row.try_get("id")?,
-            name: row.try_get("name")?,
-            password_hash: row.try_get("password_hash")?,
-        })
-    })
-    .transpose()
+    .await?)
 }
 
 /// The player's password hash, locked against a concurrent change until the transaction
@@ -54,7 +46,8 @@ pub async fn lock_password(
     db: impl PgExecutor<'_>,
     player: Uuid,
 ) -> Result<Option<Option<String>>, StoreError> {
-    let row = sqlx::query(
+    // Outer `None`: no row; inner `None`: a row whose hash is NULL.
+    Ok(sqlx::query_scalar::<_, Option<String>>(
         "SELECT pw.password_hash
          FROM players p LEFT JOIN player_passwords pw ON pw.player_id = p.id
          WHERE p.id = $1
@@ -62,8 +55,7 @@ pub async fn lock_password(
     )
     .bind(player)
     .fetch_optional(db)
-    .await?;
-    row.map(|row| Ok(row.try_get("password_hash")?)).transpose()
+    .await?)
 }
 
 /// The player's password hash, if they have one.
@@ -114,12 +106,19 @@ pub async fn tokens_valid_from(
     db: impl PgExecutor<'_>,
     player: Uuid,
 ) -> Result<Option<Option<DateTime<Utc>>>, StoreError> {
-    let row = sqlx::query("SELECT tokens_valid_from FROM players WHERE id = $1")
-        .bind(player)
-        .fetch_optional(db)
-        .await?;
-    row.map(|row| Ok(row.try_get("tokens_valid_from")?))
-        .transpose()
+    Ok(sqlx::query_scalar::<_, Option<DateTime<Utc>>>(
+        "SELECT tokens_valid_from FROM players WHERE id = $1",
+    )
+    .bind(player)
+    .fetch_optional(db)
+    .await?)
+}
+
+/// The instant a token is issued at, with the player's name.
+#[derive(sqlx::FromRow)]
+struct IssueRecord {
+    at: DateTime<Utc>,
+    name: String,
 }
 
 /// The instant to issue a token for `player` at: the database's time, but never before the
@@ -135,7 +134,7 @@ pub async fn issue_instant(
 ) -> Result<Option<(DateTime<Utc>, String)>, StoreError> {
     let check = presented.is_some();
     let presented = presented.flatten();
-    let row = sqlx::query(
+    let row = sqlx::query_as::<_, IssueRecord>(
         "SELECT greatest(clock_timestamp(), tokens_valid_from) AS at, name
          FROM players
          WHERE id = $1
@@ -147,8 +146,14 @@ pub async fn issue_instant(
     .bind(presented)
     .fetch_optional(db)
     .await?;
-    row.map(|row| Ok((row.try_get("at")?, row.try_get("name")?)))
-        .transpose()
+    Ok(row.map(|issue| (issue.at, issue.name)))
+}
+
+/// A revoked player's new validity instant and name (the notification's column is not read).
+#[derive(sqlx::FromRow)]
+struct RevokedRecord {
+    tokens_valid_from: DateTime<Utc>,
+    name: String,
 }
 
 /// Refuses every token of `player` issued so far and announces it on `channel` as
@@ -164,7 +169,7 @@ pub async fn revoke_tokens(
 ) -> Result<Option<(DateTime<Utc>, String)>, StoreError> {
     // One microsecond past the clock: a token issued in the same microsecond, before this
     // statement, is refused too.
-    let row = sqlx::query(
+    let row = sqlx::query_as::<_, RevokedRecord>(
         "WITH revoked AS (
              UPDATE players
              SET tokens_valid_from = greatest(tokens_valid_from,
@@ -182,8 +187,7 @@ pub async fn revoke_tokens(
     .bind(presented)
     .fetch_optional(db)
     .await?;
-    row.map(|row| Ok((row.try_get("tokens_valid_from")?, row.try_get("name")?)))
-        .transpose()
+    Ok(row.map(|revoked| (revoked.tokens_valid_from, revoked.name)))
 }
 
 /// Sends `payload` on `channel` now (outside any transaction).

@@ -3,11 +3,11 @@
 //! offers themselves, so pending bot work survives any restart without a queue of its own.
 
 use chrono::{DateTime, Utc};
-use sqlx::{PgExecutor, Row};
+use sqlx::PgExecutor;
 use uuid::Uuid;
 
 use super::StoreError;
-use super::matches::{MatchRow, decode};
+use super::matches::{MatchRecord, MatchRow};
 use crate::bot::Level;
 
 /// A bot as `GET /v1/bots` lists it.
@@ -23,25 +23,38 @@ fn level(text: &str) -> Result<Level, StoreError> {
     Level::parse(text).ok_or_else(|| StoreError::Corrupt(format!("bot level {text}")))
 }
 
+/// A bot's `players` row as selected.
+#[derive(sqlx::FromRow)]
+struct BotRecord {
+    id: Uuid,
+    name: String,
+    bot_level: String,
+    bot_description: String,
+}
+
+impl TryFrom<BotRecord> for BotRow {
+    type Error = StoreError;
+
+    fn try_from(bot: BotRecord) -> Result<Self, StoreError> {
+        Ok(BotRow {
+            id: bot.id,
+            name: bot.name,
+            level: level(&bot.bot_level)?,
+            description: bot.bot_description,
+        })
+    }
+}
+
 /// Every bot, easiest first.
 pub async fn list(db: impl PgExecutor<'_>) -> Result<Vec<BotRow>, StoreError> {
-    let rows = sqlx::query(
+    let rows = sqlx::query_as::<_, BotRecord>(
         "SELECT id, name, bot_level, bot_description FROM players
          WHERE bot_level IS NOT NULL
          ORDER BY array_position(ARRAY['easy', 'medium', 'hard'], bot_level), name",
     )
     .fetch_all(db)
     .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(BotRow {
-                id: row.try_get("id")?,
-                name: row.try_get("name")?,
-                level: level(row.try_get("bot_level")?)?,
-                description: row.try_get("bot_description")?,
-            })
-        })
-        .collect()
+    rows.into_iter().map(BotRow::try_from).collect()
 }
 
 /// The level of `player` when it is a bot.
@@ -63,6 +76,26 @@ pub struct BotTurn {
     pub row: Result<MatchRow, StoreError>,
 }
 
+/// A match row claimed for a bot, with the bot and its level as stored.
+#[derive(sqlx::FromRow)]
+struct TurnRecord {
+    #[sqlx(flatten)]
+    record: MatchRecord,
+    bot: Uuid,
+    bot_level: String,
+}
+
+impl From<TurnRecord> for BotTurn {
+    fn from(turn: TurnRecord) -> Self {
+        BotTurn {
+            id: turn.record.id,
+            bot: turn.bot,
+            level: level(&turn.bot_level),
+            row: turn.record.try_into(),
+        }
+    }
+}
+
 /// Locks, for this transaction, up to `limit` matches where a bot has something to do:
 /// join a match it is invited to, place its fleet, or shoot on its turn. A match qualifies
 /// once it has been still since `settled` for a shot or `setup_settled` for joining and
@@ -77,7 +110,7 @@ pub async fn claim_turns(
     urgent: DateTime<Utc>,
     limit: i64,
 ) -> Result<Vec<BotTurn>, StoreError> {
-    let rows = sqlx::query(
+    let rows = sqlx::query_as::<_, TurnRecord>(
         "WITH bots AS (SELECT id, bot_level FROM players WHERE bot_level IS NOT NULL)
          SELECT m.id, m.snapshot, m.last_seq, m.created_at, b.id AS bot, b.bot_level
          FROM matches m
@@ -101,17 +134,14 @@ pub async fn claim_turns(
     .bind(limit)
     .fetch_all(db)
     .await?;
-    rows.iter()
-        .map(|row| {
-            let level_text: String = row.try_get("bot_level")?;
-            Ok(BotTurn {
-                id: row.try_get("id")?,
-                bot: row.try_get("bot")?,
-                level: level(&level_text),
-                row: decode(row),
-            })
-        })
-        .collect()
+    Ok(rows.into_iter().map(BotTurn::from).collect())
+}
+
+/// A rematch offer a bot must answer: the finished match and the bot.
+#[derive(sqlx::FromRow)]
+struct OfferRecord {
+    match_id: Uuid,
+    bot: Uuid,
 }
 
 /// Finished matches against a bot whose human opponent offers a rematch (made before
@@ -122,7 +152,7 @@ pub async fn rematch_offers(
     settled: DateTime<Utc>,
     limit: i64,
 ) -> Result<Vec<(Uuid, Uuid)>, StoreError> {
-    let rows = sqlx::query(
+    let rows = sqlx::query_as::<_, OfferRecord>(
         "SELECT o.match_id, b.id AS bot
          FROM rematch_offers o
          JOIN matches m ON m.id = o.match_id
@@ -137,7 +167,8 @@ pub async fn rematch_offers(
     .bind(limit)
     .fetch_all(db)
     .await?;
-    rows.iter()
-        .map(|row| Ok((row.try_get("match_id")?, row.try_get("bot")?)))
-        .collect()
+    Ok(rows
+        .into_iter()
+        .map(|offer| (offer.match_id, offer.bot))
+        .collect())
 }

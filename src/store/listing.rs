@@ -4,13 +4,12 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
+use sqlx::PgExecutor;
 use sqlx::types::Json;
-use sqlx::{PgExecutor, Row};
 use uuid::Uuid;
 
 use super::StoreError;
-use super::matches::MatchRow;
-use crate::engine::{Match, Snapshot};
+use super::matches::{MatchRecord, MatchRow};
 
 /// A match row with the names of its creator, joiner and invited player, by id.
 pub struct NamedRow {
@@ -36,26 +35,28 @@ pub struct Cursor {
     pub id: Uuid,
 }
 
-fn decode(row: &sqlx::postgres::PgRow) -> Result<NamedRow, StoreError> {
-    let Json(snapshot): Json<Snapshot> = row
-        .try_get("snapshot")
-        .map_err(|e| StoreError::Corrupt(format!("snapshot: {e}")))?;
-    let state = Match::from_snapshot(&snapshot).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    let Json(names): Json<BTreeMap<Uuid, String>> = row.try_get("names")?;
-    Ok(NamedRow {
-        row: MatchRow {
-            id: row.try_get("id")?,
-            state,
-            last_seq: row.try_get("last_seq")?,
-            created_at: row.try_get("created_at")?,
-        },
-        names,
-    })
+/// A `matches` row as listed, with the names it carries as one JSON object.
+#[derive(sqlx::FromRow)]
+struct NamedRecord {
+    #[sqlx(flatten)]
+    record: MatchRecord,
+    names: Json<BTreeMap<Uuid, String>>,
+}
+
+impl TryFrom<NamedRecord> for NamedRow {
+    type Error = StoreError;
+
+    fn try_from(named: NamedRecord) -> Result<Self, StoreError> {
+        Ok(NamedRow {
+            row: named.record.try_into()?,
+            names: named.names.0,
+        })
+    }
 }
 
 /// One match with its players' names.
 pub async fn get(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<NamedRow>, StoreError> {
-    let row = sqlx::query(
+    let row = sqlx::query_as::<_, NamedRecord>(
         "SELECT m.id, m.snapshot, m.last_seq, m.created_at,
                 (SELECT coalesce(jsonb_object_agg(p.id, p.name), '{}'::jsonb) FROM players p
                  WHERE p.id IN (m.creator, m.joiner, m.invited)) AS names
@@ -64,7 +65,7 @@ pub async fn get(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<NamedRow>, 
     .bind(id)
     .fetch_optional(db)
     .await?;
-    row.as_ref().map(decode).transpose()
+    row.map(NamedRow::try_from).transpose()
 }
 
 /// A page of `listing`, newest first, after `cursor`, at most `limit` rows.
@@ -80,7 +81,7 @@ pub async fn page(
         Listing::PlayerOf { player } => Some(player),
     };
     let query = match listing {
-        Listing::Open { .. } => sqlx::query(
+        Listing::Open { .. } => sqlx::query_as::<_, NamedRecord>(
             "SELECT m.id, m.snapshot, m.last_seq, m.created_at,
                 (SELECT coalesce(jsonb_object_agg(p.id, p.name), '{}'::jsonb) FROM players p
                  WHERE p.id IN (m.creator, m.joiner, m.invited)) AS names
@@ -88,7 +89,7 @@ pub async fn page(
          WHERE m.phase = 'waiting' AND (m.invited IS NULL OR m.invited = $1 OR m.creator = $1) AND ($2::timestamptz IS NULL OR (m.created_at, m.id) < ($2, $3))
          ORDER BY m.created_at DESC, m.id DESC LIMIT $4",
         ),
-        Listing::Live => sqlx::query(
+        Listing::Live => sqlx::query_as::<_, NamedRecord>(
             "SELECT m.id, m.snapshot, m.last_seq, m.created_at,
                 (SELECT coalesce(jsonb_object_agg(p.id, p.name), '{}'::jsonb) FROM players p
                  WHERE p.id IN (m.creator, m.joiner, m.invited)) AS names
@@ -96,7 +97,7 @@ pub async fn page(
          WHERE m.phase IN ('placement', 'battle') AND $1::uuid IS NULL AND ($2::timestamptz IS NULL OR (m.created_at, m.id) < ($2, $3))
          ORDER BY m.created_at DESC, m.id DESC LIMIT $4",
         ),
-        Listing::PlayerOf { .. } => sqlx::query(
+        Listing::PlayerOf { .. } => sqlx::query_as::<_, NamedRecord>(
             "SELECT m.id, m.snapshot, m.last_seq, m.created_at,
                 (SELECT coalesce(jsonb_object_agg(p.id, p.name), '{}'::jsonb) FROM players p
                  WHERE p.id IN (m.creator, m.joiner, m.invited)) AS names
@@ -112,5 +113,5 @@ pub async fn page(
         .bind(limit)
         .fetch_all(db)
         .await?;
-    rows.iter().map(decode).collect()
+    rows.into_iter().map(NamedRow::try_from).collect()
 }

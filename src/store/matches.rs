@@ -1,8 +1,10 @@
 //! Match rows: the current state of each match, kept in step with its events.
 
 use chrono::{DateTime, Utc};
+use sqlx::error::BoxDynError;
+use sqlx::postgres::{PgTypeInfo, PgValueRef};
 use sqlx::types::Json;
-use sqlx::{PgExecutor, Row};
+use sqlx::{PgExecutor, Postgres};
 use uuid::Uuid;
 
 use super::events::StoredEvent;
@@ -18,18 +20,71 @@ pub struct MatchRow {
     pub created_at: DateTime<Utc>,
 }
 
-pub(super) fn decode(row: &sqlx::postgres::PgRow) -> Result<MatchRow, StoreError> {
-    // Decoded straight from the column's text: no intermediate JSON tree on the hot path.
-    let Json(snapshot): Json<Snapshot> = row
-        .try_get("snapshot")
-        .map_err(|e| StoreError::Corrupt(format!("snapshot: {e}")))?;
-    let state = Match::from_snapshot(&snapshot).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    Ok(MatchRow {
-        id: row.try_get("id")?,
-        state,
-        last_seq: row.try_get("last_seq")?,
-        created_at: row.try_get("created_at")?,
-    })
+/// The `snapshot` column decoded straight from its text (no intermediate JSON tree on the
+/// hot path), or why it does not decode: an unreadable snapshot fails its own match, not
+/// every row fetched with it.
+struct SnapshotColumn(Result<Snapshot, BoxDynError>);
+
+impl sqlx::Type<Postgres> for SnapshotColumn {
+    fn type_info() -> PgTypeInfo {
+        <Json<Snapshot> as sqlx::Type<Postgres>>::type_info()
+    }
+
+    fn compatible(ty: &PgTypeInfo) -> bool {
+        <Json<Snapshot> as sqlx::Type<Postgres>>::compatible(ty)
+    }
+}
+
+impl<'r> sqlx::Decode<'r, Postgres> for SnapshotColumn {
+    fn decode(value: PgValueRef<'r>) -> Result<Self, BoxDynError> {
+        let decoded = <Json<Snapshot> as sqlx::Decode<'r, Postgres>>::decode(value);
+        Ok(SnapshotColumn(decoded.map(|Json(snapshot)| snapshot)))
+    }
+}
+
+/// A `matches` row as selected for loading the match.
+#[derive(sqlx::FromRow)]
+pub(super) struct MatchRecord {
+    pub(super) id: Uuid,
+    snapshot: SnapshotColumn,
+    last_seq: i64,
+    created_at: DateTime<Utc>,
+}
+
+impl TryFrom<MatchRecord> for MatchRow {
+    type Error = StoreError;
+
+    fn try_from(record: MatchRecord) -> Result<Self, StoreError> {
+        let snapshot = record
+            .snapshot
+            .0
+            .map_err(|e| StoreError::Corrupt(format!("snapshot: {e}")))?;
+        let state =
+            Match::from_snapshot(&snapshot).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        Ok(MatchRow {
+            id: record.id,
+            state,
+            last_seq: record.last_seq,
+            created_at: record.created_at,
+        })
+    }
+}
+
+/// A match row locked with the database's time.
+#[derive(sqlx::FromRow)]
+struct LockedRecord {
+    #[sqlx(flatten)]
+    record: MatchRecord,
+    now: DateTime<Utc>,
+}
+
+impl From<MatchRecord> for Locked {
+    fn from(record: MatchRecord) -> Self {
+        Locked {
+            id: record.id,
+            row: record.try_into(),
+        }
+    }
 }
 
 fn finish_reason(reason: crate::engine::FinishReason) -> String {
@@ -87,14 +142,14 @@ pub async fn lock(
     db: impl PgExecutor<'_>,
     id: Uuid,
 ) -> Result<Option<(MatchRow, DateTime<Utc>)>, StoreError> {
-    let row = sqlx::query(
+    let row = sqlx::query_as::<_, LockedRecord>(
         "SELECT id, snapshot, last_seq, created_at, clock_timestamp() AS now
          FROM matches WHERE id = $1 FOR UPDATE",
     )
     .bind(id)
     .fetch_optional(db)
     .await?;
-    row.map(|row| Ok((decode(&row)?, row.try_get("now")?)))
+    row.map(|locked| Ok((locked.record.try_into()?, locked.now)))
         .transpose()
 }
 
@@ -111,36 +166,30 @@ pub async fn lock_many(
     db: impl PgExecutor<'_>,
     ids: &[Uuid],
 ) -> Result<(Vec<Locked>, Option<DateTime<Utc>>), StoreError> {
-    let rows = sqlx::query(
+    let rows = sqlx::query_as::<_, LockedRecord>(
         "SELECT id, snapshot, last_seq, created_at, clock_timestamp() AS now
          FROM matches WHERE id = ANY($1) ORDER BY id FOR UPDATE",
     )
     .bind(ids)
     .fetch_all(db)
     .await?;
-    let now = match rows.last() {
-        Some(row) => Some(row.try_get("now")?),
-        None => None,
-    };
+    let now = rows.last().map(|locked| locked.now);
     let locked = rows
-        .iter()
-        .map(|row| {
-            Ok(Locked {
-                id: row.try_get("id")?,
-                row: decode(row),
-            })
-        })
-        .collect::<Result<_, StoreError>>()?;
+        .into_iter()
+        .map(|locked| Locked::from(locked.record))
+        .collect();
     Ok((locked, now))
 }
 
 /// Loads a match row without locking it.
 pub async fn get(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<MatchRow>, StoreError> {
-    let row = sqlx::query("SELECT id, snapshot, last_seq, created_at FROM matches WHERE id = $1")
-        .bind(id)
-        .fetch_optional(db)
-        .await?;
-    row.as_ref().map(decode).transpose()
+    let row = sqlx::query_as::<_, MatchRecord>(
+        "SELECT id, snapshot, last_seq, created_at FROM matches WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_optional(db)
+    .await?;
+    row.map(MatchRow::try_from).transpose()
 }
 
 /// The columns of a match row that copy its state.
@@ -345,7 +394,7 @@ pub async fn claim_due(
     now: DateTime<Utc>,
     limit: i64,
 ) -> Result<Vec<Locked>, StoreError> {
-    let rows = sqlx::query(
+    let rows = sqlx::query_as::<_, MatchRecord>(
         "SELECT id, snapshot, last_seq, created_at FROM matches WHERE wake_at <= $1
          ORDER BY wake_at LIMIT $2 FOR UPDATE SKIP LOCKED",
     )
@@ -353,14 +402,7 @@ pub async fn claim_due(
     .bind(limit)
     .fetch_all(db)
     .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(Locked {
-                id: row.try_get("id")?,
-                row: decode(row),
-            })
-        })
-        .collect()
+    Ok(rows.into_iter().map(Locked::from).collect())
 }
 
 /// Sets each claimed match's `wake_at` to its real deadline: the clock woke for it early,

@@ -1,7 +1,7 @@
 //! Player rows.
 
 use chrono::{DateTime, Utc};
-use sqlx::{PgExecutor, Row};
+use sqlx::PgExecutor;
 use uuid::Uuid;
 
 use super::StoreError;
@@ -20,7 +20,7 @@ pub async fn insert(
     id: Uuid,
     name: &PlayerName,
 ) -> Result<PlayerRow, StoreError> {
-    let row = sqlx::query(
+    let row = sqlx::query_as::<_, PlayerRow>(
         "INSERT INTO players (id, name, name_key) VALUES ($1, $2, $3)
          ON CONFLICT (name_key) DO NOTHING
          RETURNING id, name, created_at",
@@ -30,12 +30,7 @@ pub async fn insert(
     .bind(name.key())
     .fetch_optional(db)
     .await?;
-    let row = row.ok_or(StoreError::NameTaken)?;
-    Ok(PlayerRow {
-        id,
-        name: name.to_string(),
-        created_at: row.try_get("created_at")?,
-    })
+    row.ok_or(StoreError::NameTaken)
 }
 
 pub async fn get(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<PlayerRow>, StoreError> {

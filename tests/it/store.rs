@@ -9,8 +9,12 @@ use statki::store::{self, StoreError, events, idempotency, matches, players, set
 use uuid::Uuid;
 
 async fn one_match(pool: &PgPool) -> Uuid {
+    match_created_by(pool, "Ala").await
+}
+
+async fn match_created_by(pool: &PgPool, name: &str) -> Uuid {
     let creator = Uuid::new_v4();
-    players::insert(pool, creator, &PlayerName::parse("Ala").unwrap())
+    players::insert(pool, creator, &PlayerName::parse(name).unwrap())
         .await
         .unwrap();
     let rules = MatchRules::new(
@@ -104,13 +108,12 @@ async fn an_idempotency_key_is_claimed_once_per_player(pool: PgPool) {
 
 #[sqlx::test]
 async fn names_are_unique_regardless_of_case(pool: PgPool) {
-    players::insert(
-        &pool,
-        Uuid::new_v4(),
-        &PlayerName::parse("Kapitan").unwrap(),
-    )
-    .await
-    .unwrap();
+    let id = Uuid::new_v4();
+    let inserted = players::insert(&pool, id, &PlayerName::parse("Kapitan").unwrap())
+        .await
+        .unwrap();
+    assert_eq!((inserted.id, inserted.name.as_str()), (id, "Kapitan"));
+    assert_eq!(players::get(&pool, id).await.unwrap(), Some(inserted));
     let taken = players::insert(
         &pool,
         Uuid::new_v4(),
@@ -127,4 +130,36 @@ async fn a_match_row_round_trips_through_its_snapshot(pool: PgPool) {
     assert_eq!(row.last_seq, 1, "the row counts the event stored with it");
     assert_eq!(row.state.phase, statki::engine::Phase::Waiting);
     assert!(store::ping(&pool).await.is_ok());
+}
+
+#[sqlx::test]
+async fn an_unreadable_snapshot_spoils_its_own_row_only(pool: PgPool) {
+    let broken = match_created_by(&pool, "Ala").await;
+    let healthy = match_created_by(&pool, "Bolek").await;
+    sqlx::query("UPDATE matches SET snapshot = '{\"broken\": true}' WHERE id = $1")
+        .bind(broken)
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    let alone = matches::get(&pool, broken).await;
+    assert!(matches!(alone, Err(StoreError::Corrupt(_))), "{alone:?}");
+    let named = store::listing::get(&pool, broken).await.map(|_| ());
+    assert!(matches!(named, Err(StoreError::Corrupt(_))), "{named:?}");
+
+    let mut tx = pool.begin().await.unwrap();
+    let (locked, now) = matches::lock_many(&mut *tx, &[broken, healthy])
+        .await
+        .unwrap();
+    assert!(now.is_some(), "the database's time comes with the rows");
+    let outcomes: Vec<(Uuid, bool)> = locked
+        .iter()
+        .map(|locked| (locked.id, locked.row.is_ok()))
+        .collect();
+    let mut expected = vec![(broken, false), (healthy, true)];
+    expected.sort();
+    assert_eq!(
+        outcomes, expected,
+        "rows in id order, each judged on its own"
+    );
 }
