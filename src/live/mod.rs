@@ -31,22 +31,19 @@ use std::time::{Duration, Instant};
 use futures::Stream;
 use serde_json::Value;
 use sqlx::PgPool;
-use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use tokio::sync::{Notify, Semaphore, broadcast, watch};
 use uuid::Uuid;
 
-use crate::accounts::{APPLIED_CHANNEL, Revocations, TOKENS_CHANNEL};
-use crate::app::{EVENTS_CHANNEL, EVENTS_PAGE, EventResource, viewer_of};
+use crate::accounts::Revocations;
+use crate::app::{EVENTS_PAGE, EventResource, viewer_of};
 use crate::engine::Match;
 use crate::store::notices::{self, Notice};
 use crate::store::{self, StoreError, StoredEvent};
 
-/// `application_name` of the listening connection, so operators can find (or kill) it.
-pub const LISTENER_APPLICATION_NAME: &str = "statki-live";
+mod listener;
 
-/// Longest wait between two attempts to re-establish the listening connection.
-const MAX_RECONNECT_BACKOFF: Duration = Duration::from_secs(2);
-/// Concurrent database reads the fan-out may run, so a burst of notifications cannot take
+pub use listener::LISTENER_APPLICATION_NAME;
+
 /// the whole pool away from commands.
 const FETCH_CONCURRENCY: usize = 4;
 /// Ids per position query of the sweep.
@@ -378,7 +375,7 @@ impl Hub {
             replica: Uuid::now_v7(),
         });
         tokio::spawn(until_closed(inner.clone(), renew_leases(inner.clone())));
-        tokio::spawn(until_closed(inner.clone(), listen(inner.clone())));
+        tokio::spawn(until_closed(inner.clone(), listener::listen(inner.clone())));
         tokio::spawn(until_closed(inner.clone(), sweep_loop(inner.clone())));
         Hub { inner }
     }
@@ -741,122 +738,6 @@ async fn until_closed(inner: Arc<Inner>, task: impl Future<Output = ()>) {
     }
 }
 
-async fn connect_listener(options: &PgConnectOptions) -> Result<PgListener, sqlx::Error> {
-    // A pool of one of its own: the listener must never wait behind commands for a
-    // connection, and must not hold one of theirs.
-    let pool = PgPoolOptions::new()
-        .max_connections(1)
-        .min_connections(0)
-        .max_lifetime(None)
-        .idle_timeout(None)
-        .acquire_timeout(Duration::from_secs(5))
-        .connect_with(options.clone())
-        .await?;
-    let mut listener = PgListener::connect_with(&pool).await?;
-    listener.ignore_pool_close_event(true);
-    listener
-        .listen_all([
-            EVENTS_CHANNEL,
-            notices::CHANNEL,
-            TOKENS_CHANNEL,
-            APPLIED_CHANNEL,
-        ])
-        .await?;
-    Ok(listener)
-}
-
-/// The listening loop: reconnects for ever, and after every (re)connection has the sweep
-/// re-read every followed position, since notifications sent while not listening are gone.
-async fn listen(inner: Arc<Inner>) {
-    let options = inner
-        .pool
-        .connect_options()
-        .as_ref()
-        .clone()
-        .application_name(LISTENER_APPLICATION_NAME);
-    let mut backoff = Duration::from_millis(50);
-    let mut connected_before = false;
-    loop {
-        let mut listener = match connect_listener(&options).await {
-            Ok(listener) => listener,
-            Err(error) => {
-                tracing::warn!(%error, "live: cannot listen; retrying");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(MAX_RECONNECT_BACKOFF);
-                continue;
-            }
-        };
-        backoff = Duration::from_millis(50);
-        if connected_before {
-            metrics::counter!("statki_live_listener_reconnects_total").increment(1);
-            tracing::info!("live: listening again; catching up");
-        }
-        connected_before = true;
-        inner.listening.store(true, Ordering::Relaxed);
-        inner.revocations.listening(true);
-        inner.sweep_now.notify_one();
-        loop {
-            // `try_recv` runs alone, never inside a `select!`: it is not cancel-safe.
-            match listener.try_recv().await {
-                Ok(Some(notification)) => {
-                    on_notification(&inner, notification.channel(), notification.payload());
-                }
-                Ok(None) => {
-                    // sqlx re-established the connection and re-subscribed by itself.
-                    metrics::counter!("statki_live_listener_reconnects_total").increment(1);
-                    inner.revocations.listening(true);
-                    inner.sweep_now.notify_one();
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "live: listening connection lost; reconnecting");
-                    break;
-                }
-            }
-        }
-        inner.listening.store(false, Ordering::Relaxed);
-        inner.revocations.listening(false);
-        drop(listener);
-    }
-}
-
-fn parse_position(payload: &str) -> Option<(Uuid, i64)> {
-    let (id, seq) = payload.split_once(':')?;
-    Some((id.parse().ok()?, seq.parse().ok()?))
-}
-
-/// A notification names one position, or several separated by commas (a batch commit
-/// announces all its matches at once).
-fn on_notification(inner: &Arc<Inner>, channel: &str, payload: &str) {
-    for position in payload.split(',') {
-        on_position(inner, channel, position);
-    }
-}
-
-fn on_position(inner: &Arc<Inner>, channel: &str, payload: &str) {
-    let Some((id, seq)) = parse_position(payload) else {
-        tracing::warn!(channel, payload, "live: unreadable notification");
-        return;
-    };
-    if channel == TOKENS_CHANNEL {
-        inner.revocations.revoked(id, seq);
-        let (pool, payload) = (inner.pool.clone(), payload.to_owned());
-        tokio::spawn(async move {
-            let acknowledged = store::accounts::notify(&pool, APPLIED_CHANNEL, &payload).await;
-            if let Err(error) = acknowledged {
-                tracing::warn!(%error, "live: cannot acknowledge a token revocation");
-            }
-        });
-    } else if channel == APPLIED_CHANNEL {
-        inner.revocations.acknowledged(id, seq);
-    } else if channel == EVENTS_CHANNEL {
-        if inner.matches.announce(id, seq) {
-            tokio::spawn(fetch_match(inner.clone(), id));
-        }
-    } else if channel == notices::CHANNEL && inner.players.announce(id, seq) {
-        tokio::spawn(fetch_notices(inner.clone(), id));
-    }
-}
-
 /// Reads a match's new events and state once and publishes them; goes on while more
 /// were announced meanwhile.
 async fn fetch_match(inner: Arc<Inner>, id: Uuid) {
@@ -988,14 +869,6 @@ async fn notice_positions(pool: &PgPool, players: &[Uuid]) -> Result<Vec<(Uuid, 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn positions_parse() {
-        let id = Uuid::now_v7();
-        assert_eq!(parse_position(&format!("{id}:42")), Some((id, 42)));
-        assert_eq!(parse_position("nonsense"), None);
-        assert_eq!(parse_position(&format!("{id}:x")), None);
-    }
 
     #[test]
     fn a_fetch_starts_only_once_the_position_is_known_and_behind() {
