@@ -23,15 +23,15 @@
 //! locks in PostgreSQL; it only reads.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures::Stream;
 use serde_json::Value;
 use sqlx::PgPool;
-use tokio::sync::{Notify, Semaphore, broadcast, watch};
+use tokio::sync::{Notify, Semaphore, watch};
 use uuid::Uuid;
 
 use crate::accounts::Revocations;
@@ -39,8 +39,10 @@ use crate::app::{EVENTS_PAGE, EventResource, viewer_of};
 use crate::engine::Match;
 use crate::store::notices::{self, Notice};
 use crate::store::{self, StoreError, StoredEvent};
+use registry::{Registry, StreamPermit, StreamSlots, Subscription};
 
 mod listener;
+mod registry;
 
 pub use listener::LISTENER_APPLICATION_NAME;
 
@@ -131,9 +133,9 @@ pub struct Hub {
 struct Inner {
     pool: PgPool,
     settings: HubSettings,
-    matches: Registry<MatchBatch>,
-    players: Registry<NoticeBatch>,
-    streams: Mutex<Streams>,
+    matches: Arc<Registry<MatchBatch>>,
+    players: Arc<Registry<NoticeBatch>>,
+    slots: Arc<StreamSlots>,
     /// Token validity per player, kept current by revocation notifications.
     revocations: Revocations,
     fetch_slots: Semaphore,
@@ -141,219 +143,6 @@ struct Inner {
     sweep_now: Notify,
     listening: AtomicBool,
     closed: watch::Sender<bool>,
-    /// This hub's id on its stream leases.
-    replica: Uuid,
-}
-
-#[derive(Default)]
-struct Streams {
-    total: usize,
-    per_player: HashMap<Uuid, usize>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Every critical section leaves the maps consistent, so a panic elsewhere is no reason
-    // to stop serving streams.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// The followed topics (matches or players) of one kind.
-struct Registry<B> {
-    topics: Mutex<HashMap<Uuid, Topic<B>>>,
-}
-
-struct Topic<B> {
-    tx: broadcast::Sender<Arc<B>>,
-    /// Highest sequence number published; `None` until a subscriber has read where the
-    /// topic stands, so nothing is fetched from an unknown position.
-    delivered: Option<i64>,
-    /// Highest sequence number known to be committed (from NOTIFY or the sweep).
-    announced: i64,
-    /// A fetch task is running for this topic; at most one does, so batches stay in order.
-    fetching: bool,
-}
-
-impl<B> Topic<B> {
-    /// Marks a fetch as started if one is due.
-    fn claim_fetch(&mut self) -> bool {
-        let due = self
-            .delivered
-            .is_some_and(|delivered| self.announced > delivered);
-        if due && !self.fetching {
-            self.fetching = true;
-            return true;
-        }
-        false
-    }
-}
-
-impl<B> Registry<B> {
-    fn new() -> Self {
-        Self {
-            topics: Mutex::new(HashMap::new()),
-        }
-    }
-
-    fn subscribe(&self, id: Uuid, capacity: usize) -> broadcast::Receiver<Arc<B>> {
-        let mut topics = lock(&self.topics);
-        let topic = topics.entry(id).or_insert_with(|| Topic {
-            tx: broadcast::channel(capacity).0,
-            delivered: None,
-            announced: 0,
-            fetching: false,
-        });
-        topic.tx.subscribe()
-    }
-
-    /// A subscriber read the topic's position `at` after subscribing. Returns whether a
-    /// fetch should start.
-    fn seed(&self, id: Uuid, at: i64) -> bool {
-        let mut topics = lock(&self.topics);
-        let Some(topic) = topics.get_mut(&id) else {
-            return false;
-        };
-        if topic.delivered.is_none() {
-            topic.delivered = Some(at);
-        }
-        topic.claim_fetch()
-    }
-
-    /// `seq` is committed. Returns whether a fetch should start.
-    fn announce(&self, id: Uuid, seq: i64) -> bool {
-        let mut topics = lock(&self.topics);
-        let Some(topic) = topics.get_mut(&id) else {
-            return false;
-        };
-        topic.announced = topic.announced.max(seq);
-        topic.claim_fetch()
-    }
-
-    /// Where the running fetch should read from; `None` once nobody follows the topic.
-    fn position(&self, id: Uuid) -> Option<i64> {
-        lock(&self.topics)
-            .get(&id)
-            .and_then(|topic| topic.delivered)
-    }
-
-    /// Publishes a batch that ends at `delivered`, having seen the topic at `seen`.
-    fn publish(&self, id: Uuid, batch: B, delivered: i64, seen: i64) {
-        let mut topics = lock(&self.topics);
-        if let Some(topic) = topics.get_mut(&id) {
-            topic.announced = topic.announced.max(seen);
-            // Monotonic even if a fetch of a since re-created topic finishes late.
-            topic.delivered = Some(topic.delivered.map_or(delivered, |d| d.max(delivered)));
-            // An error only means every receiver is gone; the topic is released with them.
-            let _ = topic.tx.send(Arc::new(batch));
-        }
-    }
-
-    /// Ends a fetch round. Returns whether the fetch should go on reading.
-    fn fetch_done(&self, id: Uuid, progressed: bool) -> bool {
-        let mut topics = lock(&self.topics);
-        let Some(topic) = topics.get_mut(&id) else {
-            return false;
-        };
-        let behind = topic
-            .delivered
-            .is_some_and(|delivered| topic.announced > delivered);
-        if progressed && behind {
-            return true;
-        }
-        topic.fetching = false;
-        false
-    }
-
-    /// Forgets the topic once its last subscriber is gone. Called by that subscriber
-    /// while its receiver still exists, hence `<= 1`.
-    fn release(&self, id: Uuid) {
-        let mut topics = lock(&self.topics);
-        if topics
-            .get(&id)
-            .is_some_and(|topic| topic.tx.receiver_count() <= 1)
-        {
-            topics.remove(&id);
-        }
-    }
-
-    fn followed(&self) -> Vec<Uuid> {
-        lock(&self.topics).keys().copied().collect()
-    }
-
-    fn len(&self) -> usize {
-        lock(&self.topics).len()
-    }
-
-    /// Drops every sender, which ends every stream.
-    fn close(&self) {
-        lock(&self.topics).clear();
-    }
-}
-
-/// A receiver on a topic that releases the topic with the last subscriber.
-struct Subscription<B> {
-    rx: broadcast::Receiver<Arc<B>>,
-    id: Uuid,
-    inner: Arc<Inner>,
-    registry: fn(&Inner) -> &Registry<B>,
-}
-
-impl<B> Drop for Subscription<B> {
-    fn drop(&mut self) {
-        (self.registry)(&self.inner).release(self.id);
-    }
-}
-
-fn match_registry(inner: &Inner) -> &Registry<MatchBatch> {
-    &inner.matches
-}
-
-fn player_registry(inner: &Inner) -> &Registry<NoticeBatch> {
-    &inner.players
-}
-
-/// A counted stream slot, given back when the stream is dropped.
-struct StreamPermit {
-    inner: Arc<Inner>,
-    player: Uuid,
-    /// The stream's lease in the database, once taken.
-    lease: Option<Uuid>,
-}
-
-/// Keeps this replica's stream leases alive, and clears those of dead replicas.
-async fn renew_leases(inner: Arc<Inner>) {
-    let lifetime = inner.settings.lease_lifetime;
-    let mut every = tokio::time::interval(lifetime / 3);
-    loop {
-        every.tick().await;
-        if let Err(error) = store::streams::renew(&inner.pool, inner.replica, lifetime).await {
-            tracing::warn!(%error, "renewing stream leases failed");
-        }
-    }
-}
-
-impl Drop for StreamPermit {
-    fn drop(&mut self) {
-        if let Some(lease) = self.lease.take()
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            let pool = self.inner.pool.clone();
-            runtime.spawn(async move {
-                if let Err(error) = store::streams::release(&pool, lease).await {
-                    // It runs out by itself within the lease lifetime.
-                    tracing::debug!(%error, "releasing a stream lease failed");
-                }
-            });
-        }
-        let mut streams = lock(&self.inner.streams);
-        streams.total = streams.total.saturating_sub(1);
-        if let Some(count) = streams.per_player.get_mut(&self.player) {
-            *count -= 1;
-            if *count == 0 {
-                streams.per_player.remove(&self.player);
-            }
-        }
-        metrics::gauge!("statki_live_streams").set(streams.total as f64);
-    }
 }
 
 impl Hub {
@@ -363,18 +152,20 @@ impl Hub {
     pub fn start(pool: &PgPool, settings: HubSettings) -> Hub {
         let inner = Arc::new(Inner {
             pool: pool.clone(),
+            matches: Arc::new(Registry::new()),
+            players: Arc::new(Registry::new()),
+            slots: Arc::new(StreamSlots::new(pool.clone(), &settings)),
             settings,
-            matches: Registry::new(),
-            players: Registry::new(),
-            streams: Mutex::new(Streams::default()),
             revocations: Revocations::new(pool.clone()),
             fetch_slots: Semaphore::new(FETCH_CONCURRENCY),
             sweep_now: Notify::new(),
             listening: AtomicBool::new(false),
             closed: watch::channel(false).0,
-            replica: Uuid::now_v7(),
         });
-        tokio::spawn(until_closed(inner.clone(), renew_leases(inner.clone())));
+        tokio::spawn(until_closed(
+            inner.clone(),
+            inner.slots.clone().renew_leases(),
+        ));
         tokio::spawn(until_closed(inner.clone(), listener::listen(inner.clone())));
         tokio::spawn(until_closed(inner.clone(), sweep_loop(inner.clone())));
         Hub { inner }
@@ -397,7 +188,7 @@ impl Hub {
 
     /// Open streams on this replica.
     pub fn open_streams(&self) -> usize {
-        lock(&self.inner.streams).total
+        self.inner.slots.open()
     }
 
     /// Matches and players followed on this replica.
@@ -413,51 +204,12 @@ impl Hub {
         self.inner.players.close();
     }
 
-    fn admit(&self, player: Uuid) -> Result<StreamPermit, LiveError> {
+    /// Admits a stream, unless the hub is closed.
+    async fn admit(&self, player: Uuid) -> Result<StreamPermit, LiveError> {
         if *self.inner.closed.borrow() {
             return Err(LiveError::Closed);
         }
-        let settings = &self.inner.settings;
-        let mut streams = lock(&self.inner.streams);
-        if streams.total >= settings.streams_per_replica {
-            metrics::counter!("statki_live_refused_total", "limit" => "replica").increment(1);
-            return Err(LiveError::TooManyForReplica(settings.streams_per_replica));
-        }
-        let count = streams.per_player.entry(player).or_insert(0);
-        if *count >= settings.streams_per_player {
-            metrics::counter!("statki_live_refused_total", "limit" => "player").increment(1);
-            return Err(LiveError::TooManyForPlayer(settings.streams_per_player));
-        }
-        *count += 1;
-        streams.total += 1;
-        metrics::gauge!("statki_live_streams").set(streams.total as f64);
-        Ok(StreamPermit {
-            inner: self.inner.clone(),
-            player,
-            lease: None,
-        })
-    }
-
-    /// Admits a stream on this replica, then against the player's cap over every replica.
-    async fn admit_everywhere(&self, player: Uuid) -> Result<StreamPermit, LiveError> {
-        let mut permit = self.admit(player)?;
-        let lease = Uuid::now_v7();
-        let settings = &self.inner.settings;
-        let taken = store::streams::lease(
-            &self.inner.pool,
-            lease,
-            player,
-            self.inner.replica,
-            settings.streams_per_player,
-            settings.lease_lifetime,
-        )
-        .await?;
-        if !taken {
-            metrics::counter!("statki_live_refused_total", "limit" => "player").increment(1);
-            return Err(LiveError::TooManyForPlayer(settings.streams_per_player));
-        }
-        permit.lease = Some(lease);
-        Ok(permit)
+        self.inner.slots.admit(player).await
     }
 
     /// The events of match `id` after `after` as `caller` may see them, then live events
@@ -468,16 +220,11 @@ impl Hub {
         caller: Uuid,
         after: i64,
     ) -> Result<Option<Feed>, LiveError> {
-        let permit = self.admit_everywhere(caller).await?;
+        let permit = self.admit(caller).await?;
         let inner = &self.inner;
         // Subscribing before reading is what makes the hand-over gapless: whatever commits
         // after the read below is published on this receiver.
-        let subscription = Subscription {
-            rx: inner.matches.subscribe(id, inner.settings.channel_capacity),
-            id,
-            inner: inner.clone(),
-            registry: match_registry,
-        };
+        let subscription = Subscription::new(&inner.matches, id, inner.settings.channel_capacity);
         let store::listing::NamedRow { row, names } = store::listing::get(&inner.pool, id)
             .await?
             .ok_or(LiveError::NotFound)?;
@@ -520,16 +267,10 @@ impl Hub {
 
     /// `caller`'s own notices after `after`, then live ones until the client leaves.
     pub async fn player_feed(&self, caller: Uuid, after: i64) -> Result<Feed, LiveError> {
-        let permit = self.admit_everywhere(caller).await?;
+        let permit = self.admit(caller).await?;
         let inner = &self.inner;
-        let subscription = Subscription {
-            rx: inner
-                .players
-                .subscribe(caller, inner.settings.channel_capacity),
-            id: caller,
-            inner: inner.clone(),
-            registry: player_registry,
-        };
+        let subscription =
+            Subscription::new(&inner.players, caller, inner.settings.channel_capacity);
         let position = notice_positions(&inner.pool, &[caller])
             .await?
             .first()
@@ -614,23 +355,10 @@ impl Feed {
     }
 }
 
-/// Receives the next batch; `None` means the stream must end (closed, or too slow).
-async fn receive<B>(subscription: &mut Subscription<B>) -> Option<Arc<B>> {
-    match subscription.rx.recv().await {
-        Ok(batch) => Some(batch),
-        Err(broadcast::error::RecvError::Lagged(missed)) => {
-            metrics::counter!("statki_live_slow_consumers_total").increment(1);
-            tracing::debug!(missed, "dropping a stream that fell behind");
-            None
-        }
-        Err(broadcast::error::RecvError::Closed) => None,
-    }
-}
-
 impl MatchLive {
     /// Adds the next batch's events to `out`. Returns whether the stream goes on.
     async fn next(&mut self, out: &mut VecDeque<LiveItem>) -> bool {
-        let Some(batch) = receive(&mut self.subscription).await else {
+        let Some(batch) = self.subscription.next().await else {
             return false;
         };
         if batch
@@ -640,7 +368,7 @@ impl MatchLive {
         {
             // Cannot happen while the hand-over is gapless; ending the stream makes the
             // client resume from the database rather than skip an event.
-            tracing::warn!(match_id = %self.subscription.id, "gap in a match stream; closing it");
+            tracing::warn!(match_id = %self.subscription.id(), "gap in a match stream; closing it");
             return false;
         }
         let viewer = viewer_of(&batch.state, self.caller);
@@ -660,7 +388,7 @@ impl MatchLive {
 
 impl PlayerLive {
     async fn next(&mut self, out: &mut VecDeque<LiveItem>) -> bool {
-        let Some(batch) = receive(&mut self.subscription).await else {
+        let Some(batch) = self.subscription.next().await else {
             return false;
         };
         if batch
@@ -668,7 +396,7 @@ impl PlayerLive {
             .first()
             .is_some_and(|first| first.seq > self.last_sent.saturating_add(1))
         {
-            tracing::warn!(player = %self.subscription.id, "gap in a player stream; closing it");
+            tracing::warn!(player = %self.subscription.id(), "gap in a player stream; closing it");
             return false;
         }
         for notice in &batch.notices {
@@ -869,50 +597,6 @@ async fn notice_positions(pool: &PgPool, players: &[Uuid]) -> Result<Vec<(Uuid, 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_fetch_starts_only_once_the_position_is_known_and_behind() {
-        let registry: Registry<NoticeBatch> = Registry::new();
-        let id = Uuid::now_v7();
-        let _rx = registry.subscribe(id, 4);
-        assert!(
-            !registry.announce(id, 3),
-            "position unknown: nothing to fetch from"
-        );
-        assert!(registry.seed(id, 1), "behind the announcement: fetch");
-        assert!(!registry.announce(id, 5), "one fetch at a time");
-        registry.publish(id, NoticeBatch { notices: vec![] }, 3, 3);
-        assert!(
-            registry.fetch_done(id, true),
-            "5 announced, 3 delivered: go on"
-        );
-        registry.publish(id, NoticeBatch { notices: vec![] }, 5, 5);
-        assert!(!registry.fetch_done(id, true));
-        assert!(
-            registry.announce(id, 6),
-            "idle again: a new fetch may start"
-        );
-        registry.publish(id, NoticeBatch { notices: vec![] }, 4, 4);
-        assert_eq!(
-            registry.position(id),
-            Some(5),
-            "a late, older batch never moves back"
-        );
-    }
-
-    #[test]
-    fn the_last_subscriber_releases_the_topic() {
-        let registry: Registry<NoticeBatch> = Registry::new();
-        let id = Uuid::now_v7();
-        let first = registry.subscribe(id, 4);
-        let second = registry.subscribe(id, 4);
-        registry.release(id);
-        drop(first);
-        assert_eq!(registry.len(), 1);
-        registry.release(id);
-        drop(second);
-        assert_eq!(registry.len(), 0);
-    }
 
     #[test]
     fn notice_fields_are_flattened_without_overriding_the_envelope() {
