@@ -17,7 +17,7 @@ use super::AppState;
 use super::error::{ApiError, ErrorCode, Problem};
 use super::extract::{ApiPath, ApiQuery, Authenticated};
 use crate::auth::Verified;
-use crate::live::{Feed, LiveError, LiveItem};
+use crate::live::{Feed, LiveError, LiveItem, Topic};
 
 /// What a notice is about.
 #[derive(serde::Serialize, ToSchema)]
@@ -146,7 +146,7 @@ fn sse_event(item: LiveItem) -> Result<Event, Infallible> {
 }
 
 /// The feed as an event stream, which ends when the token it was opened with is revoked.
-fn sse(state: &AppState, feed: Feed, token: Verified) -> Response {
+fn sse<T: Topic<Item = LiveItem>>(state: &AppState, feed: Feed<T>, token: Verified) -> Response {
     let keep_alive = KeepAlive::new().interval(state.live.settings().keep_alive);
     let revoked = state.live.revocations().until_revoked(token);
     let mut response = Sse::new(feed.into_stream().take_until(revoked).map(sse_event))

@@ -11,10 +11,10 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use uuid::Uuid;
 
-use super::{Inner, fetch_match, fetch_notices};
+use super::feed::{self, Topic};
+use super::{Inner, Matches, Players};
 use crate::accounts::{APPLIED_CHANNEL, TOKENS_CHANNEL};
-use crate::app::EVENTS_CHANNEL;
-use crate::store::{self, notices};
+use crate::store;
 
 /// `application_name` of the listening connection, so operators can find (or kill) it.
 pub const LISTENER_APPLICATION_NAME: &str = "statki-live";
@@ -37,8 +37,8 @@ async fn connect_listener(options: &PgConnectOptions) -> Result<PgListener, sqlx
     listener.ignore_pool_close_event(true);
     listener
         .listen_all([
-            EVENTS_CHANNEL,
-            notices::CHANNEL,
+            Matches::CHANNEL,
+            Players::CHANNEL,
             TOKENS_CHANNEL,
             APPLIED_CHANNEL,
         ])
@@ -129,12 +129,10 @@ fn on_position(inner: &Arc<Inner>, channel: &str, payload: &str) {
         });
     } else if channel == APPLIED_CHANNEL {
         inner.revocations.acknowledged(id, seq);
-    } else if channel == EVENTS_CHANNEL {
-        if inner.matches.announce(id, seq) {
-            tokio::spawn(fetch_match(inner.clone(), id));
-        }
-    } else if channel == notices::CHANNEL && inner.players.announce(id, seq) {
-        tokio::spawn(fetch_notices(inner.clone(), id));
+    } else if channel == Matches::CHANNEL {
+        feed::announce(inner, &inner.matches, id, seq);
+    } else if channel == Players::CHANNEL {
+        feed::announce(inner, &inner.players, id, seq);
     }
 }
 

@@ -23,33 +23,35 @@
 //! locks in PostgreSQL; it only reads.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use futures::Stream;
 use serde_json::Value;
 use sqlx::PgPool;
 use tokio::sync::{Notify, Semaphore, watch};
 use uuid::Uuid;
 
 use crate::accounts::Revocations;
-use crate::app::{EVENTS_PAGE, EventResource, viewer_of};
-use crate::engine::Match;
-use crate::store::notices::{self, Notice};
-use crate::store::{self, StoreError, StoredEvent};
-use registry::{Registry, StreamPermit, StreamSlots, Subscription};
+use crate::app::EventResource;
+use crate::store::notices::Notice;
+use crate::store::{StoreError, StoredEvent};
+use feed::Topics;
+use registry::StreamSlots;
 
+mod feed;
 mod listener;
 mod registry;
+mod topics;
 
+pub use feed::{Batch, Feed, Topic};
 pub use listener::LISTENER_APPLICATION_NAME;
+pub use topics::{MatchContext, Matches, Players};
 
+/// Concurrent database reads the fan-out may run, so a burst of notifications cannot take
 /// the whole pool away from commands.
 const FETCH_CONCURRENCY: usize = 4;
-/// Ids per position query of the sweep.
-const SWEEP_CHUNK: usize = 5_000;
 
 /// Limits and timings of a replica's hub.
 #[derive(Clone, Debug)]
@@ -106,24 +108,6 @@ pub struct LiveItem {
     pub data: String,
 }
 
-/// New events of a match as read once for all its subscribers on this replica.
-#[derive(Debug)]
-pub struct MatchBatch {
-    /// The match after `last_seq`: what every subscriber redacts with.
-    pub state: Match,
-    pub last_seq: i64,
-    /// Events after the previous batch, in order, none after `last_seq`.
-    pub events: Vec<StoredEvent>,
-    /// The names of the match's players, by id.
-    pub names: BTreeMap<Uuid, String>,
-}
-
-/// New notices of a player.
-#[derive(Debug)]
-pub struct NoticeBatch {
-    pub notices: Vec<Notice>,
-}
-
 /// A replica's fan-out hub. Cheap to clone; every clone is the same hub.
 #[derive(Clone)]
 pub struct Hub {
@@ -133,8 +117,8 @@ pub struct Hub {
 struct Inner {
     pool: PgPool,
     settings: HubSettings,
-    matches: Arc<Registry<MatchBatch>>,
-    players: Arc<Registry<NoticeBatch>>,
+    matches: Arc<Topics<Matches>>,
+    players: Arc<Topics<Players>>,
     slots: Arc<StreamSlots>,
     /// Token validity per player, kept current by revocation notifications.
     revocations: Revocations,
@@ -152,8 +136,8 @@ impl Hub {
     pub fn start(pool: &PgPool, settings: HubSettings) -> Hub {
         let inner = Arc::new(Inner {
             pool: pool.clone(),
-            matches: Arc::new(Registry::new()),
-            players: Arc::new(Registry::new()),
+            matches: Arc::new(Topics::new()),
+            players: Arc::new(Topics::new()),
             slots: Arc::new(StreamSlots::new(pool.clone(), &settings)),
             settings,
             revocations: Revocations::new(pool.clone()),
@@ -204,14 +188,6 @@ impl Hub {
         self.inner.players.close();
     }
 
-    /// Admits a stream, unless the hub is closed.
-    async fn admit(&self, player: Uuid) -> Result<StreamPermit, LiveError> {
-        if *self.inner.closed.borrow() {
-            return Err(LiveError::Closed);
-        }
-        self.inner.slots.admit(player).await
-    }
-
     /// The events of match `id` after `after` as `caller` may see them, then live events
     /// until the match is over. `None` when the match is over and `caller` has them all.
     pub async fn match_feed(
@@ -219,197 +195,20 @@ impl Hub {
         id: Uuid,
         caller: Uuid,
         after: i64,
-    ) -> Result<Option<Feed>, LiveError> {
-        let permit = self.admit(caller).await?;
-        let inner = &self.inner;
-        // Subscribing before reading is what makes the hand-over gapless: whatever commits
-        // after the read below is published on this receiver.
-        let subscription = Subscription::new(&inner.matches, id, inner.settings.channel_capacity);
-        let store::listing::NamedRow { row, names } = store::listing::get(&inner.pool, id)
-            .await?
-            .ok_or(LiveError::NotFound)?;
-        if inner.matches.seed(id, row.last_seq) {
-            tokio::spawn(fetch_match(inner.clone(), id));
-        }
-        let viewer = viewer_of(&row.state, caller);
-        let mut pending = VecDeque::new();
-        let mut cursor = after;
-        while cursor < row.last_seq {
-            let page = store::events::list(&inner.pool, id, cursor, EVENTS_PAGE).await?;
-            let Some(last) = page.last() else { break };
-            cursor = last.seq;
-            for stored in page.iter().filter(|stored| stored.seq <= row.last_seq) {
-                pending.push_back(event_item(
-                    stored,
-                    row.state.redact(&stored.event, viewer),
-                    &names,
-                ));
-            }
-        }
-        let live = if row.state.phase.is_over() {
-            if pending.is_empty() {
-                return Ok(None);
-            }
-            None
-        } else {
-            Some(Live::Match(MatchLive {
-                subscription,
-                caller,
-                last_sent: after.max(row.last_seq),
-            }))
-        };
-        Ok(Some(Feed {
-            pending,
-            live,
-            _permit: permit,
-        }))
+    ) -> Result<Option<Feed<Matches>>, LiveError> {
+        feed::open(&self.inner, &self.inner.matches, id, caller, after).await
     }
 
     /// `caller`'s own notices after `after`, then live ones until the client leaves.
-    pub async fn player_feed(&self, caller: Uuid, after: i64) -> Result<Feed, LiveError> {
-        let permit = self.admit(caller).await?;
-        let inner = &self.inner;
-        let subscription =
-            Subscription::new(&inner.players, caller, inner.settings.channel_capacity);
-        let position = notice_positions(&inner.pool, &[caller])
+    pub async fn player_feed(&self, caller: Uuid, after: i64) -> Result<Feed<Players>, LiveError> {
+        feed::open(&self.inner, &self.inner.players, caller, caller, after)
             .await?
-            .first()
-            .map_or(0, |(_, seq)| *seq);
-        if inner.players.seed(caller, position) {
-            tokio::spawn(fetch_notices(inner.clone(), caller));
-        }
-        let mut pending = VecDeque::new();
-        let mut cursor = after;
-        while cursor < position {
-            let page = notices::list(&inner.pool, caller, cursor, EVENTS_PAGE).await?;
-            let Some(last) = page.last() else { break };
-            cursor = last.seq;
-            pending.extend(
-                page.iter()
-                    .filter(|notice| notice.seq <= position)
-                    .map(notice_item),
-            );
-        }
-        Ok(Feed {
-            pending,
-            live: Some(Live::Player(PlayerLive {
-                subscription,
-                last_sent: after.max(position),
-            })),
-            _permit: permit,
-        })
+            // A player's feed is never finished, so it always opens.
+            .ok_or(LiveError::NotFound)
     }
 }
 
-/// An open stream: what is ready to send, then what the hub publishes.
-pub struct Feed {
-    pending: VecDeque<LiveItem>,
-    live: Option<Live>,
-    _permit: StreamPermit,
-}
-
-enum Live {
-    Match(MatchLive),
-    Player(PlayerLive),
-}
-
-struct MatchLive {
-    subscription: Subscription<MatchBatch>,
-    caller: Uuid,
-    last_sent: i64,
-}
-
-struct PlayerLive {
-    subscription: Subscription<NoticeBatch>,
-    last_sent: i64,
-}
-
-impl Feed {
-    /// Events ready to send before waiting for live ones.
-    pub fn backlog(&self) -> usize {
-        self.pending.len()
-    }
-
-    /// The stream: backlog first, then live items; it ends when the match is over, when
-    /// the subscriber fell too far behind, or when the hub closes.
-    pub fn into_stream(self) -> impl Stream<Item = LiveItem> + Send + 'static {
-        futures::stream::unfold(self, |mut feed| async move {
-            loop {
-                if let Some(item) = feed.pending.pop_front() {
-                    return Some((item, feed));
-                }
-                // An idle stream should not keep the catch-up's buffer.
-                if feed.pending.capacity() > 8 {
-                    feed.pending = VecDeque::new();
-                }
-                let live = feed.live.as_mut()?;
-                let more = match live {
-                    Live::Match(live) => live.next(&mut feed.pending).await,
-                    Live::Player(live) => live.next(&mut feed.pending).await,
-                };
-                if !more {
-                    feed.live = None;
-                }
-            }
-        })
-    }
-}
-
-impl MatchLive {
-    /// Adds the next batch's events to `out`. Returns whether the stream goes on.
-    async fn next(&mut self, out: &mut VecDeque<LiveItem>) -> bool {
-        let Some(batch) = self.subscription.next().await else {
-            return false;
-        };
-        if batch
-            .events
-            .first()
-            .is_some_and(|first| first.seq > self.last_sent.saturating_add(1))
-        {
-            // Cannot happen while the hand-over is gapless; ending the stream makes the
-            // client resume from the database rather than skip an event.
-            tracing::warn!(match_id = %self.subscription.id(), "gap in a match stream; closing it");
-            return false;
-        }
-        let viewer = viewer_of(&batch.state, self.caller);
-        for stored in &batch.events {
-            if stored.seq > self.last_sent {
-                out.push_back(event_item(
-                    stored,
-                    batch.state.redact(&stored.event, viewer),
-                    &batch.names,
-                ));
-                self.last_sent = stored.seq;
-            }
-        }
-        !(batch.state.phase.is_over() && self.last_sent >= batch.last_seq)
-    }
-}
-
-impl PlayerLive {
-    async fn next(&mut self, out: &mut VecDeque<LiveItem>) -> bool {
-        let Some(batch) = self.subscription.next().await else {
-            return false;
-        };
-        if batch
-            .notices
-            .first()
-            .is_some_and(|first| first.seq > self.last_sent.saturating_add(1))
-        {
-            tracing::warn!(player = %self.subscription.id(), "gap in a player stream; closing it");
-            return false;
-        }
-        for notice in &batch.notices {
-            if notice.seq > self.last_sent {
-                out.push_back(notice_item(notice));
-                self.last_sent = notice.seq;
-            }
-        }
-        true
-    }
-}
-
-fn event_item(
+pub(crate) fn event_item(
     stored: &StoredEvent,
     event: crate::engine::Event,
     names: &BTreeMap<Uuid, String>,
@@ -447,7 +246,7 @@ pub fn notice_json(notice: &Notice) -> Value {
     Value::Object(object)
 }
 
-fn notice_item(notice: &Notice) -> LiveItem {
+pub(crate) fn notice_item(notice: &Notice) -> LiveItem {
     LiveItem {
         id: notice.seq,
         event: Cow::Owned(notice.kind.clone()),
@@ -463,91 +262,6 @@ async fn until_closed(inner: Arc<Inner>, task: impl Future<Output = ()>) {
         () = task => {}
         _ = closed.wait_for(|closed| *closed) => {}
         () = pool_closed => {}
-    }
-}
-
-/// Reads a match's new events and state once and publishes them; goes on while more
-/// were announced meanwhile.
-async fn fetch_match(inner: Arc<Inner>, id: Uuid) {
-    let Ok(_slot) = inner.fetch_slots.acquire().await else {
-        return;
-    };
-    loop {
-        let Some(after) = inner.matches.position(id) else {
-            return;
-        };
-        let started = Instant::now();
-        let progressed = match read_match(&inner.pool, id, after).await {
-            Ok(Some(batch)) => {
-                let (delivered, seen) = (
-                    batch.events.last().map_or(after, |event| event.seq),
-                    batch.last_seq,
-                );
-                let progressed = delivered > after;
-                inner.matches.publish(id, batch, delivered, seen);
-                progressed
-            }
-            Ok(None) => false,
-            Err(error) => {
-                tracing::warn!(%error, match_id = %id, "live: reading new events failed");
-                inner.sweep_now.notify_one();
-                false
-            }
-        };
-        metrics::histogram!("statki_live_fetch_seconds").record(started.elapsed().as_secs_f64());
-        if !inner.matches.fetch_done(id, progressed) {
-            return;
-        }
-    }
-}
-
-async fn read_match(pool: &PgPool, id: Uuid, after: i64) -> Result<Option<MatchBatch>, StoreError> {
-    // The row first: events read after it may run ahead of it, and are cut at its
-    // `last_seq`, so the state each subscriber redacts with is never older than the
-    // events it redacts.
-    let Some(store::listing::NamedRow { row, names }) = store::listing::get(pool, id).await? else {
-        return Ok(None);
-    };
-    if row.last_seq <= after {
-        return Ok(None);
-    }
-    let mut events = store::events::list(pool, id, after, EVENTS_PAGE).await?;
-    events.retain(|event| event.seq <= row.last_seq);
-    Ok(Some(MatchBatch {
-        state: row.state,
-        last_seq: row.last_seq,
-        events,
-        names,
-    }))
-}
-
-async fn fetch_notices(inner: Arc<Inner>, player: Uuid) {
-    let Ok(_slot) = inner.fetch_slots.acquire().await else {
-        return;
-    };
-    loop {
-        let Some(after) = inner.players.position(player) else {
-            return;
-        };
-        let progressed = match notices::list(&inner.pool, player, after, EVENTS_PAGE).await {
-            Ok(notices) => match notices.last().map(|notice| notice.seq) {
-                Some(last) => {
-                    inner
-                        .players
-                        .publish(player, NoticeBatch { notices }, last, last);
-                    true
-                }
-                None => false,
-            },
-            Err(error) => {
-                tracing::warn!(%error, %player, "live: reading new notices failed");
-                inner.sweep_now.notify_one();
-                false
-            }
-        };
-        if !inner.players.fetch_done(player, progressed) {
-            return;
-        }
     }
 }
 
@@ -567,31 +281,8 @@ async fn sweep_loop(inner: Arc<Inner>) {
 
 /// Compares every followed position with the database and fetches what was missed.
 async fn sweep(inner: &Arc<Inner>) -> Result<(), StoreError> {
-    let matches = inner.matches.followed();
-    for chunk in matches.chunks(SWEEP_CHUNK) {
-        for (id, last_seq) in match_positions(&inner.pool, chunk).await? {
-            if inner.matches.announce(id, last_seq) {
-                tokio::spawn(fetch_match(inner.clone(), id));
-            }
-        }
-    }
-    let players = inner.players.followed();
-    for chunk in players.chunks(SWEEP_CHUNK) {
-        for (id, seq) in notice_positions(&inner.pool, chunk).await? {
-            if inner.players.announce(id, seq) {
-                tokio::spawn(fetch_notices(inner.clone(), id));
-            }
-        }
-    }
-    Ok(())
-}
-
-async fn match_positions(pool: &PgPool, ids: &[Uuid]) -> Result<Vec<(Uuid, i64)>, StoreError> {
-    crate::store::matches::positions(pool, ids).await
-}
-
-async fn notice_positions(pool: &PgPool, players: &[Uuid]) -> Result<Vec<(Uuid, i64)>, StoreError> {
-    crate::store::notices::positions(pool, players).await
+    feed::sweep(inner, &inner.matches).await?;
+    feed::sweep(inner, &inner.players).await
 }
 
 #[cfg(test)]
