@@ -1,42 +1,50 @@
-//! Live updates: one `LISTEN` connection per replica fans committed events out to streams.
+//! Live updates: one `LISTEN` connection per replica fans committed records out to
+//! streams. This module owns the [`Hub`] (one per replica), its settings and errors.
 //!
-//! Every commit announces `match_id:seq` on [`EVENTS_CHANNEL`] and every player notice
-//! `player_id:seq` on [`notices::CHANNEL`]. A [`Hub`] (one per replica) listens on both
-//! with a single connection. A notification for a match nobody here follows costs a map
-//! lookup; for one that is followed, the hub reads the new events and the match state
-//! *once* (not once per subscriber) and publishes them on that match's bounded broadcast
-//! channel. Each subscriber redacts the batch for its own viewer.
+//! Every commit announces `match_id:seq` on [`crate::app::EVENTS_CHANNEL`] and every
+//! player notice `player_id:seq` on [`crate::store::notices::CHANNEL`]. The hub is made of:
+//!
+//! - `listener`: the one listening connection, for both channels and for token
+//!   revocations;
+//! - `registry`: the followed topics, each with a bounded broadcast channel, and the
+//!   stream slots (per replica, and per player across replicas with leases);
+//! - `feed`: the one stream mechanism, generic over a [`Topic`]: catch-up, then live
+//!   batches de-duplicated by sequence number; the fan-out read; the sweep;
+//! - `topics`: the two kinds of topic, a match's events ([`Matches`]) and a player's
+//!   notices ([`Players`]).
+//!
+//! A notification for a topic nobody here follows costs a map lookup; for one that is
+//! followed, the hub reads the new records (and, for a match, its state) *once* (not once
+//! per subscriber) and publishes them on that topic's channel. Each subscriber makes the
+//! items for its own viewer (a match's events redacted for them).
 //!
 //! Nothing is lost when notifications are: a stream starts with a catch-up read from the
-//! database (after `Last-Event-ID`) and then de-duplicates live events by sequence number;
-//! when the listening connection drops, the hub reconnects and re-reads every followed
-//! position; and a periodic sweep compares every followed position with the database, so
-//! even a notification lost some other way is delivered within one sweep interval.
+//! database (after `Last-Event-ID`) and then de-duplicates live records by sequence
+//! number; when the listening connection drops, the hub reconnects and re-reads every
+//! followed position; and a periodic sweep compares every followed position with the
+//! database, so even a notification lost some other way is delivered within one sweep
+//! interval.
 //!
-//! The same connection listens for token revocations ([`TOKENS_CHANNEL`]), keeps this
-//! replica's [`Revocations`] cache current and acknowledges each one applied
-//! ([`APPLIED_CHANNEL`]); the cache is emptied (and bypassed while the connection is down)
-//! whenever notifications may have been missed.
+//! The same connection listens for token revocations ([`crate::accounts::TOKENS_CHANNEL`]),
+//! keeps this replica's [`Revocations`] cache current and acknowledges each one applied
+//! ([`crate::accounts::APPLIED_CHANNEL`]); the cache is emptied (and bypassed while the
+//! connection is down) whenever notifications may have been missed.
 //!
 //! The fan-out never waits for a subscriber: a subscriber that falls more than a channel's
 //! capacity behind is dropped (its client resumes with `Last-Event-ID`). The hub takes no
-//! locks in PostgreSQL; it only reads.
+//! locks in PostgreSQL; it only reads. Streams yield typed items (an `EventResource`, a
+//! notice); `http::stream` writes them as server-sent events.
 
-use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use serde_json::Value;
 use sqlx::PgPool;
 use tokio::sync::{Notify, Semaphore, watch};
 use uuid::Uuid;
 
 use crate::accounts::Revocations;
-use crate::app::EventResource;
-use crate::store::notices::Notice;
-use crate::store::{StoreError, StoredEvent};
+use crate::store::StoreError;
 use feed::Topics;
 use registry::StreamSlots;
 
@@ -98,14 +106,6 @@ pub enum LiveError {
     Closed,
     #[error(transparent)]
     Store(#[from] StoreError),
-}
-
-/// One server-sent event: its `id`, `event` name and JSON `data`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LiveItem {
-    pub id: i64,
-    pub event: Cow<'static, str>,
-    pub data: String,
 }
 
 /// A replica's fan-out hub. Cheap to clone; every clone is the same hub.
@@ -208,52 +208,6 @@ impl Hub {
     }
 }
 
-pub(crate) fn event_item(
-    stored: &StoredEvent,
-    event: crate::engine::Event,
-    names: &BTreeMap<Uuid, String>,
-) -> LiveItem {
-    let kind = event.kind();
-    let resource = EventResource::new(stored, event, names.clone());
-    LiveItem {
-        id: stored.seq,
-        event: Cow::Borrowed(kind),
-        data: serde_json::to_string(&resource).unwrap_or_else(|_| "{}".to_owned()),
-    }
-}
-
-/// A notice as its stream carries it: `seq`, `at`, `kind` and the payload's fields.
-pub fn notice_json(notice: &Notice) -> Value {
-    let mut object = serde_json::Map::new();
-    object.insert("seq".into(), notice.seq.into());
-    // The same form as every other timestamp the API sends (serde's RFC 3339, `Z`).
-    object.insert(
-        "at".into(),
-        serde_json::to_value(notice.at).unwrap_or(Value::Null),
-    );
-    object.insert("kind".into(), Value::String(notice.kind.clone()));
-    match &notice.payload {
-        Value::Object(fields) => {
-            for (key, value) in fields {
-                object.entry(key.clone()).or_insert_with(|| value.clone());
-            }
-        }
-        Value::Null => {}
-        other => {
-            object.insert("payload".into(), other.clone());
-        }
-    }
-    Value::Object(object)
-}
-
-pub(crate) fn notice_item(notice: &Notice) -> LiveItem {
-    LiveItem {
-        id: notice.seq,
-        event: Cow::Owned(notice.kind.clone()),
-        data: notice_json(notice).to_string(),
-    }
-}
-
 /// Runs `task` until the hub is closed or its pool is.
 async fn until_closed(inner: Arc<Inner>, task: impl Future<Output = ()>) {
     let mut closed = inner.closed.subscribe();
@@ -283,23 +237,4 @@ async fn sweep_loop(inner: Arc<Inner>) {
 async fn sweep(inner: &Arc<Inner>) -> Result<(), StoreError> {
     feed::sweep(inner, &inner.matches).await?;
     feed::sweep(inner, &inner.players).await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn notice_fields_are_flattened_without_overriding_the_envelope() {
-        let notice = Notice {
-            seq: 2,
-            at: chrono::Utc::now(),
-            kind: "challenge".into(),
-            payload: serde_json::json!({ "match_id": "m", "seq": 99 }),
-        };
-        let json = notice_json(&notice);
-        assert_eq!(json["seq"], 2);
-        assert_eq!(json["kind"], "challenge");
-        assert_eq!(json["match_id"], "m");
-    }
 }

@@ -8,8 +8,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::feed::{Batch, Topic};
-use super::{LiveItem, event_item, notice_item};
-use crate::app::{EVENTS_CHANNEL, EVENTS_PAGE, viewer_of};
+use crate::app::{EVENTS_CHANNEL, EVENTS_PAGE, EventResource, viewer_of};
 use crate::engine::{Match, Viewer};
 use crate::store::notices::{self, Notice};
 use crate::store::{self, StoreError, StoredEvent};
@@ -29,7 +28,7 @@ impl Topic for Matches {
     type Context = MatchContext;
     type Record = StoredEvent;
     type Viewer = Viewer;
-    type Item = LiveItem;
+    type Item = EventResource;
 
     const CHANNEL: &'static str = EVENTS_CHANNEL;
     const NAME: &'static str = "match";
@@ -89,11 +88,11 @@ impl Topic for Matches {
         viewer_of(&context.state, caller)
     }
 
-    fn item(context: &MatchContext, viewer: &Viewer, record: &StoredEvent) -> LiveItem {
-        event_item(
+    fn item(context: &MatchContext, viewer: &Viewer, record: &StoredEvent) -> EventResource {
+        EventResource::new(
             record,
             context.state.redact(&record.event, *viewer),
-            &context.names,
+            context.names.clone(),
         )
     }
 
@@ -109,7 +108,7 @@ impl Topic for Players {
     type Context = ();
     type Record = Notice;
     type Viewer = ();
-    type Item = LiveItem;
+    type Item = Notice;
 
     const CHANNEL: &'static str = notices::CHANNEL;
     const NAME: &'static str = "player";
@@ -162,8 +161,8 @@ impl Topic for Players {
 
     fn viewer((): &(), _caller: Uuid) {}
 
-    fn item((): &(), (): &(), record: &Notice) -> LiveItem {
-        notice_item(record)
+    fn item((): &(), (): &(), record: &Notice) -> Notice {
+        record.clone()
     }
 
     fn finished((): &()) -> bool {
