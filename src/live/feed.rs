@@ -63,10 +63,13 @@ pub trait Topic: Sized + Send + Sync + 'static {
         ids: &[Uuid],
     ) -> impl Future<Output = Result<Vec<(Uuid, i64)>, StoreError>> + Send;
 
+    /// The record's number in its topic: 1, 2, 3… with no gaps.
     fn seq(record: &Self::Record) -> i64;
 
+    /// Who `caller` is to this topic, worked out once per batch.
     fn viewer(context: &Self::Context, caller: Uuid) -> Self::Viewer;
 
+    /// The record as `viewer` may see it.
     fn item(context: &Self::Context, viewer: &Self::Viewer, record: &Self::Record) -> Self::Item;
 
     /// Whether nothing will follow the records up to `end` (a match that is over).
@@ -83,6 +86,7 @@ pub struct Batch<T: Topic> {
     pub records: Vec<T::Record>,
 }
 
+/// The followed topics of kind `T` on this replica.
 pub(super) type Topics<T> = Registry<Batch<T>>;
 
 /// An open stream: what is ready to send, then what the hub publishes.
