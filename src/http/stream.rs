@@ -1,5 +1,6 @@
 //! Server-sent event streams: a match's events (`/v1/matches/{id}/stream`) and the
-//! caller's own notices (`/v1/stream`). Both resume after `Last-Event-ID`.
+//! caller's own notices (`/v1/stream`). Both resume after `Last-Event-ID`. The wire
+//! format lives here: the typed items of a `live` feed become `id:`, `event:` and `data:`.
 
 use std::convert::Infallible;
 
@@ -9,6 +10,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde::Deserialize;
+use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
@@ -16,8 +18,10 @@ use uuid::Uuid;
 use super::AppState;
 use super::error::{ApiError, ErrorCode, Problem};
 use super::extract::{ApiPath, ApiQuery, Authenticated};
+use crate::app::EventResource;
 use crate::auth::Verified;
-use crate::live::{Feed, LiveError, LiveItem};
+use crate::live::{Feed, LiveError, Topic};
+use crate::store::notices::Notice as StoredNotice;
 
 /// What a notice is about.
 #[derive(serde::Serialize, ToSchema)]
@@ -138,18 +142,59 @@ fn live_error(error: LiveError) -> Response {
     }
 }
 
-fn sse_event(item: LiveItem) -> Result<Event, Infallible> {
+/// A match event: `id:` its sequence number, `event:` its kind, `data:` the
+/// `EventResource`, as in `GET /v1/matches/{id}/events`.
+fn event_sse(resource: EventResource) -> Result<Event, Infallible> {
+    let kind = resource.event.kind();
+    let data = serde_json::to_string(&resource).unwrap_or_else(|_| "{}".to_owned());
     Ok(Event::default()
-        .id(item.id.to_string())
-        .event(item.event)
-        .data(item.data))
+        .id(resource.seq.to_string())
+        .event(kind)
+        .data(data))
+}
+
+/// A notice: `id:` its number on the caller's feed, `event:` its kind, `data:` a `Notice`.
+fn notice_sse(notice: StoredNotice) -> Result<Event, Infallible> {
+    Ok(Event::default()
+        .id(notice.seq.to_string())
+        .event(&notice.kind)
+        .data(notice_json(&notice).to_string()))
+}
+
+/// A notice as its stream carries it: `seq`, `at`, `kind` and the payload's fields.
+pub fn notice_json(notice: &StoredNotice) -> Value {
+    let mut object = serde_json::Map::new();
+    object.insert("seq".into(), notice.seq.into());
+    // The same form as every other timestamp the API sends (serde's RFC 3339, `Z`).
+    object.insert(
+        "at".into(),
+        serde_json::to_value(notice.at).unwrap_or(Value::Null),
+    );
+    object.insert("kind".into(), Value::String(notice.kind.clone()));
+    match &notice.payload {
+        Value::Object(fields) => {
+            for (key, value) in fields {
+                object.entry(key.clone()).or_insert_with(|| value.clone());
+            }
+        }
+        Value::Null => {}
+        other => {
+            object.insert("payload".into(), other.clone());
+        }
+    }
+    Value::Object(object)
 }
 
 /// The feed as an event stream, which ends when the token it was opened with is revoked.
-fn sse(state: &AppState, feed: Feed, token: Verified) -> Response {
+fn sse<T: Topic>(
+    state: &AppState,
+    feed: Feed<T>,
+    token: Verified,
+    render: fn(T::Item) -> Result<Event, Infallible>,
+) -> Response {
     let keep_alive = KeepAlive::new().interval(state.live.settings().keep_alive);
     let revoked = state.live.revocations().until_revoked(token);
-    let mut response = Sse::new(feed.into_stream().take_until(revoked).map(sse_event))
+    let mut response = Sse::new(feed.into_stream().take_until(revoked).map(render))
         .keep_alive(keep_alive)
         .into_response();
     // Reverse proxies that buffer responses (nginx) would hold events back.
@@ -196,7 +241,7 @@ async fn match_stream(
         Err(error) => return error.into_response(),
     };
     match state.live.match_feed(id, caller, after).await {
-        Ok(Some(feed)) => sse(&state, feed, token),
+        Ok(Some(feed)) => sse(&state, feed, token, event_sse),
         Ok(None) => StatusCode::NO_CONTENT.into_response(),
         Err(error) => live_error(error),
     }
@@ -233,7 +278,26 @@ async fn player_stream(
         Err(error) => return error.into_response(),
     };
     match state.live.player_feed(caller, after).await {
-        Ok(feed) => sse(&state, feed, token),
+        Ok(feed) => sse(&state, feed, token, notice_sse),
         Err(error) => live_error(error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notice_fields_are_flattened_without_overriding_the_envelope() {
+        let notice = StoredNotice {
+            seq: 2,
+            at: chrono::Utc::now(),
+            kind: "challenge".into(),
+            payload: serde_json::json!({ "match_id": "m", "seq": 99 }),
+        };
+        let json = notice_json(&notice);
+        assert_eq!(json["seq"], 2);
+        assert_eq!(json["kind"], "challenge");
+        assert_eq!(json["match_id"], "m");
     }
 }

@@ -1,0 +1,266 @@
+//! The one feed mechanism, generic over a [`Topic`]: a stream's catch-up from the database,
+//! then live batches de-duplicated by sequence number (a gap or a slow consumer closes the
+//! stream); the fan-out read done once per batch for every subscriber of this replica; and
+//! the sweep that compares every followed position with the database.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::Stream;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::registry::{Registry, StreamPermit, Subscription};
+use super::{Inner, LiveError};
+use crate::store::StoreError;
+
+/// Ids per position query of the sweep.
+const SWEEP_CHUNK: usize = 5_000;
+
+/// A kind of numbered log a stream follows (a match's events, a player's notices): how
+/// it is announced, read and shown to one viewer. Implemented once per kind, in `topics`.
+pub trait Topic: Sized + Send + Sync + 'static {
+    /// What each record is shown with, read once per batch (the match's state and names).
+    type Context: Send + Sync + 'static;
+    /// One numbered entry of the log.
+    type Record: Send + Sync + 'static;
+    /// Who is looking, as the items are made for them.
+    type Viewer;
+    /// What a stream hands out for one record, for one viewer.
+    type Item: Send + 'static;
+
+    /// The `NOTIFY` channel that announces `id:seq` positions of this kind.
+    const CHANNEL: &'static str;
+    /// The kind's name in logs.
+    const NAME: &'static str;
+
+    /// Where topic `id` stands now, with its context and no records; `None` when there is
+    /// no such topic.
+    fn read_head(
+        pool: &PgPool,
+        id: Uuid,
+    ) -> impl Future<Output = Result<Option<Batch<Self>>, StoreError>> + Send;
+
+    /// One page of records after `after`, in order.
+    fn read_records(
+        pool: &PgPool,
+        id: Uuid,
+        after: i64,
+    ) -> impl Future<Output = Result<Vec<Self::Record>, StoreError>> + Send;
+
+    /// What the fan-out publishes when `id` is announced beyond `after`: the new records
+    /// with what they are shown with; `None` when there is nothing new.
+    fn read_batch(
+        pool: &PgPool,
+        id: Uuid,
+        after: i64,
+    ) -> impl Future<Output = Result<Option<Batch<Self>>, StoreError>> + Send;
+
+    /// The positions of `ids` (absent: nothing was ever written), for the sweep.
+    fn read_positions(
+        pool: &PgPool,
+        ids: &[Uuid],
+    ) -> impl Future<Output = Result<Vec<(Uuid, i64)>, StoreError>> + Send;
+
+    /// The record's number in its topic: 1, 2, 3… with no gaps.
+    fn seq(record: &Self::Record) -> i64;
+
+    /// Who `caller` is to this topic, worked out once per batch.
+    fn viewer(context: &Self::Context, caller: Uuid) -> Self::Viewer;
+
+    /// The record as `viewer` may see it.
+    fn item(context: &Self::Context, viewer: &Self::Viewer, record: &Self::Record) -> Self::Item;
+
+    /// Whether nothing will follow the records up to `end` (a match that is over).
+    fn finished(context: &Self::Context) -> bool;
+}
+
+/// Records of one topic as read once for all its subscribers on this replica.
+pub struct Batch<T: Topic> {
+    /// What every subscriber shows the records with, as of `end`.
+    pub context: T::Context,
+    /// The topic's position when read: no record is after it.
+    pub end: i64,
+    /// Records after the previous batch, in order.
+    pub records: Vec<T::Record>,
+}
+
+/// The followed topics of kind `T` on this replica.
+pub(super) type Topics<T> = Registry<Batch<T>>;
+
+/// An open stream: what is ready to send, then what the hub publishes.
+pub struct Feed<T: Topic> {
+    pending: VecDeque<T::Item>,
+    live: Option<Following<T>>,
+    _permit: StreamPermit,
+}
+
+struct Following<T: Topic> {
+    subscription: Subscription<Batch<T>>,
+    caller: Uuid,
+    last_sent: i64,
+}
+
+/// Opens `caller`'s stream of topic `id` after `after`: the backlog read from the
+/// database, then live batches unless the topic is finished. `None` when it is finished
+/// and `caller` has every record.
+pub(super) async fn open<T: Topic>(
+    inner: &Arc<Inner>,
+    topics: &Arc<Topics<T>>,
+    id: Uuid,
+    caller: Uuid,
+    after: i64,
+) -> Result<Option<Feed<T>>, LiveError> {
+    if *inner.closed.borrow() {
+        return Err(LiveError::Closed);
+    }
+    let permit = inner.slots.admit(caller).await?;
+    // Subscribing before reading is what makes the hand-over gapless: whatever commits
+    // after the read below is published on this receiver.
+    let subscription = Subscription::new(topics, id, inner.settings.channel_capacity);
+    let head = T::read_head(&inner.pool, id)
+        .await?
+        .ok_or(LiveError::NotFound)?;
+    if topics.seed(id, head.end) {
+        tokio::spawn(fetch(inner.clone(), topics.clone(), id));
+    }
+    let viewer = T::viewer(&head.context, caller);
+    let mut pending = VecDeque::new();
+    let mut cursor = after;
+    while cursor < head.end {
+        let page = T::read_records(&inner.pool, id, cursor).await?;
+        let Some(last) = page.last() else { break };
+        cursor = T::seq(last);
+        pending.extend(
+            page.iter()
+                .filter(|record| T::seq(record) <= head.end)
+                .map(|record| T::item(&head.context, &viewer, record)),
+        );
+    }
+    let live = if T::finished(&head.context) {
+        if pending.is_empty() {
+            return Ok(None);
+        }
+        None
+    } else {
+        Some(Following {
+            subscription,
+            caller,
+            last_sent: after.max(head.end),
+        })
+    };
+    Ok(Some(Feed {
+        pending,
+        live,
+        _permit: permit,
+    }))
+}
+
+impl<T: Topic> Feed<T> {
+    /// Items ready to send before waiting for live ones.
+    pub fn backlog(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// The stream: backlog first, then live items; it ends when the topic is finished,
+    /// when the subscriber fell too far behind, or when the hub closes.
+    pub fn into_stream(self) -> impl Stream<Item = T::Item> + Send + 'static {
+        futures::stream::unfold(self, |mut feed| async move {
+            loop {
+                if let Some(item) = feed.pending.pop_front() {
+                    return Some((item, feed));
+                }
+                // An idle stream should not keep the catch-up's buffer.
+                if feed.pending.capacity() > 8 {
+                    feed.pending = VecDeque::new();
+                }
+                let live = feed.live.as_mut()?;
+                if !live.next(&mut feed.pending).await {
+                    feed.live = None;
+                }
+            }
+        })
+    }
+}
+
+impl<T: Topic> Following<T> {
+    /// Adds the next batch's unsent records to `out`. Returns whether the stream goes on.
+    async fn next(&mut self, out: &mut VecDeque<T::Item>) -> bool {
+        let Some(batch) = self.subscription.next().await else {
+            return false;
+        };
+        if batch
+            .records
+            .first()
+            .is_some_and(|first| T::seq(first) > self.last_sent.saturating_add(1))
+        {
+            // Cannot happen while the hand-over is gapless; ending the stream makes the
+            // client resume from the database rather than skip a record.
+            tracing::warn!(topic = T::NAME, id = %self.subscription.id(), "gap in a stream; closing it");
+            return false;
+        }
+        let viewer = T::viewer(&batch.context, self.caller);
+        for record in &batch.records {
+            let seq = T::seq(record);
+            if seq > self.last_sent {
+                out.push_back(T::item(&batch.context, &viewer, record));
+                self.last_sent = seq;
+            }
+        }
+        !(T::finished(&batch.context) && self.last_sent >= batch.end)
+    }
+}
+
+/// `seq` of topic `id` is committed: starts its fetch if one is due.
+pub(super) fn announce<T: Topic>(inner: &Arc<Inner>, topics: &Arc<Topics<T>>, id: Uuid, seq: i64) {
+    if topics.announce(id, seq) {
+        tokio::spawn(fetch(inner.clone(), topics.clone(), id));
+    }
+}
+
+/// Reads a topic's new records (and context) once and publishes them; goes on while more
+/// were announced meanwhile.
+async fn fetch<T: Topic>(inner: Arc<Inner>, topics: Arc<Topics<T>>, id: Uuid) {
+    let Ok(_slot) = inner.fetch_slots.acquire().await else {
+        return;
+    };
+    loop {
+        let Some(after) = topics.position(id) else {
+            return;
+        };
+        let started = Instant::now();
+        let progressed = match T::read_batch(&inner.pool, id, after).await {
+            Ok(Some(batch)) => {
+                let delivered = batch.records.last().map_or(after, T::seq);
+                let seen = batch.end;
+                topics.publish(id, batch, delivered, seen);
+                delivered > after
+            }
+            Ok(None) => false,
+            Err(error) => {
+                tracing::warn!(%error, topic = T::NAME, %id, "live: reading new records failed");
+                inner.sweep_now.notify_one();
+                false
+            }
+        };
+        metrics::histogram!("statki_live_fetch_seconds").record(started.elapsed().as_secs_f64());
+        if !topics.fetch_done(id, progressed) {
+            return;
+        }
+    }
+}
+
+/// Compares every followed position of one kind with the database and fetches what was
+/// missed.
+pub(super) async fn sweep<T: Topic>(
+    inner: &Arc<Inner>,
+    topics: &Arc<Topics<T>>,
+) -> Result<(), StoreError> {
+    for chunk in topics.followed().chunks(SWEEP_CHUNK) {
+        for (id, seq) in T::read_positions(&inner.pool, chunk).await? {
+            announce(inner, topics, id, seq);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,171 @@
+//! The two kinds of topic a stream follows, each a [`Topic`]: a match's events
+//! ([`Matches`], redacted for each viewer with the match's state, ending when the match
+//! is over) and a player's own notices ([`Players`], never ending).
+
+use std::collections::BTreeMap;
+
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::feed::{Batch, Topic};
+use crate::app::{EVENTS_CHANNEL, EVENTS_PAGE, EventResource, viewer_of};
+use crate::engine::{Match, Viewer};
+use crate::store::notices::{self, Notice};
+use crate::store::{self, StoreError, StoredEvent};
+
+/// A match's events, as participants and spectators may see them.
+pub struct Matches;
+
+/// What a match's events are shown with.
+pub struct MatchContext {
+    /// The match as of the batch's end: what every subscriber redacts with.
+    pub state: Match,
+    /// The names of the match's players, by id.
+    pub names: BTreeMap<Uuid, String>,
+}
+
+impl Topic for Matches {
+    type Context = MatchContext;
+    type Record = StoredEvent;
+    type Viewer = Viewer;
+    type Item = EventResource;
+
+    const CHANNEL: &'static str = EVENTS_CHANNEL;
+    const NAME: &'static str = "match";
+
+    async fn read_head(pool: &PgPool, id: Uuid) -> Result<Option<Batch<Self>>, StoreError> {
+        let Some(store::listing::NamedRow { row, names }) = store::listing::get(pool, id).await?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(Batch {
+            context: MatchContext {
+                state: row.state,
+                names,
+            },
+            end: row.last_seq,
+            records: Vec::new(),
+        }))
+    }
+
+    async fn read_records(
+        pool: &PgPool,
+        id: Uuid,
+        after: i64,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        store::events::list(pool, id, after, EVENTS_PAGE).await
+    }
+
+    async fn read_batch(
+        pool: &PgPool,
+        id: Uuid,
+        after: i64,
+    ) -> Result<Option<Batch<Self>>, StoreError> {
+        // The row first: events read after it may run ahead of it, and are cut at its
+        // `last_seq`, so the state each subscriber redacts with is never older than the
+        // events it redacts.
+        let Some(mut batch) = Self::read_head(pool, id).await? else {
+            return Ok(None);
+        };
+        if batch.end <= after {
+            return Ok(None);
+        }
+        let mut events = Self::read_records(pool, id, after).await?;
+        events.retain(|event| event.seq <= batch.end);
+        batch.records = events;
+        Ok(Some(batch))
+    }
+
+    async fn read_positions(pool: &PgPool, ids: &[Uuid]) -> Result<Vec<(Uuid, i64)>, StoreError> {
+        store::matches::positions(pool, ids).await
+    }
+
+    fn seq(record: &StoredEvent) -> i64 {
+        record.seq
+    }
+
+    fn viewer(context: &MatchContext, caller: Uuid) -> Viewer {
+        viewer_of(&context.state, caller)
+    }
+
+    fn item(context: &MatchContext, viewer: &Viewer, record: &StoredEvent) -> EventResource {
+        EventResource::new(
+            record,
+            context.state.redact(&record.event, *viewer),
+            context.names.clone(),
+        )
+    }
+
+    fn finished(context: &MatchContext) -> bool {
+        context.state.phase.is_over()
+    }
+}
+
+/// A player's own notices: challenges, opponents joining, pairings, rematch offers.
+pub struct Players;
+
+impl Topic for Players {
+    type Context = ();
+    type Record = Notice;
+    type Viewer = ();
+    type Item = Notice;
+
+    const CHANNEL: &'static str = notices::CHANNEL;
+    const NAME: &'static str = "player";
+
+    /// Every player has a feed, if only an empty one (position 0).
+    async fn read_head(pool: &PgPool, player: Uuid) -> Result<Option<Batch<Self>>, StoreError> {
+        let end = Self::read_positions(pool, &[player])
+            .await?
+            .first()
+            .map_or(0, |(_, seq)| *seq);
+        Ok(Some(Batch {
+            context: (),
+            end,
+            records: Vec::new(),
+        }))
+    }
+
+    async fn read_records(
+        pool: &PgPool,
+        player: Uuid,
+        after: i64,
+    ) -> Result<Vec<Notice>, StoreError> {
+        notices::list(pool, player, after, EVENTS_PAGE).await
+    }
+
+    /// Notices need no context, so the page alone is the batch, ending at its last notice.
+    async fn read_batch(
+        pool: &PgPool,
+        player: Uuid,
+        after: i64,
+    ) -> Result<Option<Batch<Self>>, StoreError> {
+        let notices = Self::read_records(pool, player, after).await?;
+        Ok(notices.last().map(|last| last.seq).map(|end| Batch {
+            context: (),
+            end,
+            records: notices,
+        }))
+    }
+
+    async fn read_positions(
+        pool: &PgPool,
+        players: &[Uuid],
+    ) -> Result<Vec<(Uuid, i64)>, StoreError> {
+        notices::positions(pool, players).await
+    }
+
+    fn seq(record: &Notice) -> i64 {
+        record.seq
+    }
+
+    fn viewer((): &(), _caller: Uuid) {}
+
+    fn item((): &(), (): &(), record: &Notice) -> Notice {
+        record.clone()
+    }
+
+    fn finished((): &()) -> bool {
+        false
+    }
+}
