@@ -8,8 +8,9 @@
 //!
 //! `DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres cargo bench --bench shots`
 //! (optional: `SHOTS_CONNECTIONS=8,64` connection counts, `SHOTS_ROUNDS=3` matches per
-//! connection, `SHOTS_PGBENCH_SECONDS=10`, `PGBENCH=/path/to/pgbench`, `STATKI_BIN=` another
-//! build of the service to measure instead of this one).
+//! connection, `SHOTS_REPEATS=3` alternating runs of each side per connection count, whose
+//! medians are compared, `SHOTS_PGBENCH_SECONDS=10`, `PGBENCH=/path/to/pgbench`,
+//! `STATKI_BIN=` another build of the service to measure instead of this one).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
@@ -286,6 +287,8 @@ async fn run_service(
         }
     }
     settle_statistics(db).await;
+    // Each side starts from a checkpoint, so neither pays for the other's dirty pages.
+    checkpoint(db).await;
     let work_before = Work::read(db).await;
     let cpu_before = cpu_seconds(server);
     let started = Instant::now();
@@ -425,6 +428,45 @@ async fn run_pgbench(url: &str, admin: &sqlx::PgPool, clients: usize, seconds: u
     }
 }
 
+/// The service's command batch counters from `/metrics`: decided from kept states, under
+/// locks, and relocked (0 for a build without them).
+async fn batch_counters(client: &Client) -> [f64; 3] {
+    let text = client
+        .http
+        .get(format!("{}/metrics", client.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let value = |prefix: &str| {
+        text.lines()
+            .find(|line| line.starts_with(prefix))
+            .and_then(|line| line.rsplit(' ').next()?.parse().ok())
+            .unwrap_or(0.0)
+    };
+    [
+        value("statki_command_batches_total{decided_from=\"kept\"}"),
+        value("statki_command_batches_total{decided_from=\"locked\"}"),
+        value("statki_command_batches_relocked_total"),
+    ]
+}
+
+async fn checkpoint(admin: &sqlx::PgPool) {
+    sqlx::query("CHECKPOINT").execute(admin).await.unwrap();
+}
+
+fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut values: Vec<f64> = values.collect();
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let base_url = std::env::var("DATABASE_URL")
@@ -484,15 +526,48 @@ async fn main() {
         .connect(&url)
         .await
         .expect("bench database");
+    let repeats = env_or("SHOTS_REPEATS", 3).max(1);
     for &c in &connections {
-        let service = run_service(&client, &admin, server.id(), c, rounds, &format!("c{c}")).await;
-        let naive = run_pgbench(&url, &admin, c, pgbench_seconds).await;
-        println!("shot path, {c} connections ({rounds} matches each for statki):");
-        service.print();
-        naive.print();
+        let batches_before = batch_counters(&client).await;
+        let mut runs = Vec::with_capacity(repeats);
+        for run in 1..=repeats {
+            let tag = format!("c{c}r{run}");
+            let service = run_service(&client, &admin, server.id(), c, rounds, &tag).await;
+            checkpoint(&admin).await;
+            let naive = run_pgbench(&url, &admin, c, pgbench_seconds).await;
+            println!(
+                "shot path, {c} connections, run {run} of {repeats} ({rounds} matches each for statki):"
+            );
+            service.print();
+            naive.print();
+            println!(
+                "  ratio statki/pgbench         {:.2}×",
+                service.rate() / naive.rate()
+            );
+            runs.push((service, naive));
+        }
+        let service_rate = median(runs.iter().map(|(service, _)| service.rate()));
+        let naive_rate = median(runs.iter().map(|(_, naive)| naive.rate()));
+        let p99 = median(
+            runs.iter()
+                .map(|(service, _)| service.p99.as_secs_f64() * 1e3),
+        );
+        let cpu = median(
+            runs.iter()
+                .filter_map(|(service, _)| service.cpu_per_shot.map(|cpu| cpu * 1e6)),
+        );
+        let batches = batch_counters(&client).await;
         println!(
-            "  ratio statki/pgbench         {:.2}×",
-            service.rate() / naive.rate()
+            "  command batches: {} decided from kept states, {} under locks, {} relocked",
+            batches[0] - batches_before[0],
+            batches[1] - batches_before[1],
+            batches[2] - batches_before[2],
+        );
+        println!(
+            "shot path, {c} connections, median of {repeats} runs: statki {service_rate:.0}/s \
+             (p99 {p99:.2} ms, CPU/shot {cpu:.0} µs), pgbench {naive_rate:.0}/s, \
+             ratio {:.2}×",
+            service_rate / naive_rate
         );
     }
     admin.close().await;
