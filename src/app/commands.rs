@@ -5,6 +5,11 @@
 //! waiting when it is free, so a lone command never waits for a timer, and while one lane
 //! commits the next batch gathers for another.
 //!
+//! When the replica holds the state it stored last for every match of a batch, the batch is
+//! decided from those states without the lock, and its write stores only if no row moved on
+//! meanwhile; otherwise it is rolled back and decided again under the locks (see
+//! [`super::cache`]).
+//!
 //! A batch holds at most one command per match and per idempotency key; the rest wait for
 //! the next batch, so each answer is exactly the state its command produced. A command the
 //! engine refuses, or a retry answered from its key, changes nothing and never holds up or
@@ -12,16 +17,18 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 use sqlx::pool::PoolConnection;
-use sqlx::{PgConnection, PgPool, Postgres};
+use sqlx::{PgPool, Postgres};
 use tokio::sync::{Mutex, mpsc, oneshot};
 use uuid::Uuid;
 
+use super::cache::MatchCache;
 use super::idempotency::{Answer, Idempotency, replay, to_json};
 use super::resources::{MatchResource, ShotAnswer};
-use super::write::{self, Change, Extras, Judged};
+use super::write::{self, Change, Extras, Judged, Stored};
 use super::{AppError, Result};
 use crate::engine::Command;
 use crate::store::{self, StoreError, idempotency as keys, matches};
@@ -71,6 +78,7 @@ struct Job {
 #[derive(Clone)]
 pub(crate) struct Committer {
     jobs: mpsc::Sender<Job>,
+    cache: Arc<MatchCache>,
 }
 
 impl Committer {
@@ -78,10 +86,22 @@ impl Committer {
     pub fn start(pool: PgPool, lanes: usize) -> Self {
         let (jobs, queue) = mpsc::channel(QUEUE_CAPACITY);
         let queue = Arc::new(Mutex::new(queue));
+        let cache = Arc::new(MatchCache::default());
         for _ in 0..lanes.max(1) {
-            tokio::spawn(lane(pool.clone(), queue.clone()));
+            tokio::spawn(lane(pool.clone(), queue.clone(), cache.clone()));
         }
-        Committer { jobs }
+        Committer { jobs, cache }
+    }
+
+    /// The match states the lanes keep.
+    pub fn cache(&self) -> Arc<MatchCache> {
+        self.cache.clone()
+    }
+
+    /// Tells the lanes that `id` was written outside them (a bot's move, a clock), so their
+    /// next command on it takes the lock instead of failing on a stale state first.
+    pub fn written_elsewhere(&self, id: &Uuid) {
+        self.cache.forget(id);
     }
 
     /// Runs `actor`'s command on `match_id` in the next batch and waits for its answer.
@@ -110,7 +130,7 @@ impl Committer {
     }
 }
 
-async fn lane(pool: PgPool, queue: Arc<Mutex<mpsc::Receiver<Job>>>) {
+async fn lane(pool: PgPool, queue: Arc<Mutex<mpsc::Receiver<Job>>>, cache: Arc<MatchCache>) {
     let mut waiting: Vec<Job> = Vec::new();
     // The lane keeps one connection across batches (no acquire and health check per
     // batch); a batch that fails gives it up, and the next takes a fresh one.
@@ -154,7 +174,7 @@ async fn lane(pool: PgPool, queue: Arc<Mutex<mpsc::Receiver<Job>>>) {
         waiting = later;
         let more_waiting =
             !waiting.is_empty() || queue.try_lock().is_ok_and(|queue| !queue.is_empty());
-        run(&pool, &mut connection, batch, more_waiting).await;
+        run(&pool, &cache, &mut connection, batch, more_waiting).await;
     }
 }
 
@@ -183,6 +203,15 @@ impl LaneConnection {
     async fn commit(&mut self, begin_next: bool) -> std::result::Result<(), StoreError> {
         store::commit(&mut self.conn, begin_next).await?;
         self.in_transaction = begin_next;
+        Ok(())
+    }
+
+    async fn rollback(&mut self) -> std::result::Result<(), StoreError> {
+        if !self.in_transaction {
+            return Ok(());
+        }
+        store::rollback(&mut self.conn).await?;
+        self.in_transaction = false;
         Ok(())
     }
 }
@@ -229,40 +258,82 @@ fn one_per_match_and_key(jobs: Vec<Job>) -> (Vec<Job>, Vec<Job>) {
     (batch, later)
 }
 
+/// Runs a batch: first from the cached states of its matches when every one is cached,
+/// then, if that cannot be committed as decided, under the row locks.
 #[tracing::instrument(skip_all, fields(batch = jobs.len()))]
 async fn run(
     pool: &PgPool,
+    cache: &MatchCache,
     connection: &mut Option<LaneConnection>,
     jobs: Vec<Job>,
     more_waiting: bool,
 ) {
-    let mut attempt = 0;
-    let outcomes = loop {
-        attempt += 1;
-        let outcome = match connection {
-            Some(lane) => execute(lane, &jobs, more_waiting).await,
-            None => match pool.acquire().await {
-                Ok(conn) => {
-                    let lane = connection.insert(LaneConnection {
-                        conn,
-                        in_transaction: false,
-                    });
-                    execute(lane, &jobs, more_waiting).await
-                }
-                Err(error) => Err(error.into()),
-            },
-        };
-        if outcome.is_err() {
-            *connection = None;
-        }
-        match outcome {
-            Err(AppError::Database(sqlx::Error::Database(db)))
-                if db.code().as_deref() == Some("40P01") && attempt <= DEADLOCK_RETRIES =>
-            {
-                tracing::warn!(attempt, "a command batch lost a deadlock; trying it again");
+    let ids: Vec<Uuid> = jobs.iter().map(|job| job.match_id).collect();
+    let mut decided = None;
+    if let Some((rows, now)) = cache.take(&ids) {
+        let source = Source::Cached(rows, now);
+        match attempt(pool, cache, connection, &jobs, more_waiting, source).await {
+            Ok(Attempt::Committed(replies)) => {
+                metrics::counter!("statki_command_batches_total", "decided_from" => "kept")
+                    .increment(1);
+                decided = Some(Ok(replies));
             }
-            other => break other,
+            Ok(Attempt::Unsure) => {
+                metrics::counter!("statki_command_batches_relocked_total").increment(1);
+                // The states may be stale: forget them, give back whatever the attempt did,
+                // and decide again under the locks.
+                for id in &ids {
+                    cache.forget(id);
+                }
+                if let Some(lane) = connection.as_mut()
+                    && lane.rollback().await.is_err()
+                {
+                    *connection = None;
+                }
+            }
+            Err(error) => {
+                // A fault is answered as one (the commit may even have gone through), but a
+                // lost deadlock stored nothing and is tried again under the locks.
+                *connection = None;
+                for id in &ids {
+                    cache.forget(id);
+                }
+                if !lost_deadlock(&error) {
+                    decided = Some(Err(error));
+                }
+            }
         }
+    }
+    let mut attempts = 0;
+    let outcomes = match decided {
+        Some(outcomes) => outcomes,
+        None => loop {
+            attempts += 1;
+            let outcome =
+                attempt(pool, cache, connection, &jobs, more_waiting, Source::Locked).await;
+            if outcome.is_err() {
+                *connection = None;
+            }
+            match outcome {
+                Err(error) if lost_deadlock(&error) && attempts <= DEADLOCK_RETRIES => {
+                    tracing::warn!(
+                        attempt = attempts,
+                        "a command batch lost a deadlock; trying it again"
+                    );
+                }
+                Ok(Attempt::Committed(replies)) => {
+                    metrics::counter!("statki_command_batches_total", "decided_from" => "locked")
+                        .increment(1);
+                    break Ok(replies);
+                }
+                Ok(Attempt::Unsure) => {
+                    break Err(AppError::Corrupt(
+                        "a batch decided under its locks could not be stored as decided".into(),
+                    ));
+                }
+                Err(error) => break Err(error),
+            }
+        },
     };
     metrics::histogram!("statki_command_batch_size").record(jobs.len() as f64);
     match outcomes {
@@ -280,6 +351,47 @@ async fn run(
     }
 }
 
+fn lost_deadlock(error: &AppError) -> bool {
+    matches!(error, AppError::Database(sqlx::Error::Database(db)) if db.code().as_deref() == Some("40P01"))
+}
+
+/// One try at a batch on the lane's connection (taking one from the pool if it has none).
+async fn attempt(
+    pool: &PgPool,
+    cache: &MatchCache,
+    connection: &mut Option<LaneConnection>,
+    jobs: &[Job],
+    more_waiting: bool,
+    source: Source,
+) -> Result<Attempt> {
+    let lane = match connection {
+        Some(lane) => lane,
+        None => connection.insert(LaneConnection {
+            conn: pool.acquire().await?,
+            in_transaction: false,
+        }),
+    };
+    execute(lane, cache, jobs, more_waiting, source).await
+}
+
+/// Where a batch's match states come from.
+enum Source {
+    /// Locked and read in the batch's own transaction, at the database's time.
+    Locked,
+    /// This replica's own last write of each match, at the estimated database time (see
+    /// [`MatchCache`]); the write stores only if each row is still as cached.
+    Cached(HashMap<Uuid, matches::MatchRow>, DateTime<Utc>),
+}
+
+/// How one try at a batch ended.
+enum Attempt {
+    /// Committed; every command's answer in order (accepted, refused or replayed).
+    Committed(Vec<Result<Answer<Reply>>>),
+    /// Decided from cached states that turned out stale, or that a command was refused or a
+    /// clock ran out on (which only the locked row can confirm): nothing may be committed.
+    Unsure,
+}
+
 /// What became of one command while its batch was decided.
 enum Plan {
     /// Answered already (a replay, or a refusal).
@@ -295,17 +407,18 @@ enum Plan {
 /// With `begin_next`, the commit also opens the next batch's transaction.
 async fn execute(
     lane: &mut LaneConnection,
+    cache: &MatchCache,
     jobs: &[Job],
     begin_next: bool,
-) -> Result<Vec<Result<Answer<Reply>>>> {
-    lane.begin().await?;
-    let tx: &mut PgConnection = &mut lane.conn;
+    source: Source,
+) -> Result<Attempt> {
     let mut plans: Vec<Option<Plan>> = jobs.iter().map(|_| None).collect();
 
     // Keys first: a retry is answered from its key and takes no part in the batch.
     let keyed: Vec<usize> = (0..jobs.len()).filter(|&i| jobs[i].key.is_some()).collect();
     let mut claimed_keys = HashSet::with_capacity(keyed.len());
     if !keyed.is_empty() {
+        lane.begin().await?;
         let claims: Vec<keys::Claim<'_>> = keyed
             .iter()
             .filter_map(|&i| {
@@ -317,31 +430,42 @@ async fn execute(
                 })
             })
             .collect();
-        let claimed = keys::claim_many(&mut *tx, &claims).await?;
+        let claimed = keys::claim_many(&mut *lane.conn, &claims).await?;
         for (&i, claimed) in keyed.iter().zip(claimed) {
             if claimed {
                 claimed_keys.insert(i);
             } else if let Some(key) = &jobs[i].key {
-                let answer = replay(&mut *tx, jobs[i].actor, key).await;
+                let answer = replay(&mut lane.conn, jobs[i].actor, key).await;
                 plans[i] = Some(Plan::Done(answer.map(Answer::Replayed)));
             }
         }
     }
 
-    // One lock for every match of the batch, in id order.
-    let ids: Vec<Uuid> = (0..jobs.len())
-        .filter(|&i| plans[i].is_none())
-        .map(|i| jobs[i].match_id)
-        .collect();
-    let (locked, locked_at) = matches::lock_many(&mut *tx, &ids).await?;
-    let now = match locked_at {
-        Some(now) => now,
-        None => store::now(&mut *tx).await?,
+    let cached = matches!(source, Source::Cached(..));
+    let (mut rows, now): (HashMap<Uuid, Result<matches::MatchRow, StoreError>>, _) = match source {
+        Source::Cached(rows, now) => (
+            rows.into_iter().map(|(id, row)| (id, Ok(row))).collect(),
+            now,
+        ),
+        Source::Locked => {
+            lane.begin().await?;
+            // One lock for every match of the batch, in id order.
+            let ids: Vec<Uuid> = (0..jobs.len())
+                .filter(|&i| plans[i].is_none())
+                .map(|i| jobs[i].match_id)
+                .collect();
+            let (locked, locked_at) = matches::lock_many(&mut *lane.conn, &ids).await?;
+            let now = match locked_at {
+                Some(now) => now,
+                None => store::now(&mut *lane.conn).await?,
+            };
+            cache.read_clock(now, Instant::now());
+            (locked.into_iter().map(|l| (l.id, l.row)).collect(), now)
+        }
     };
-    let mut rows: HashMap<Uuid, Result<matches::MatchRow, StoreError>> =
-        locked.into_iter().map(|l| (l.id, l.row)).collect();
 
-    let mut changes = Vec::with_capacity(ids.len());
+    let mut changes = Vec::with_capacity(jobs.len());
+    let mut unexpired = HashMap::new();
     for (i, job) in jobs.iter().enumerate() {
         if plans[i].is_some() {
             continue;
@@ -349,18 +473,33 @@ async fn execute(
         let plan = match rows.remove(&job.match_id) {
             None => Plan::Done(Err(AppError::NotFound("match"))),
             Some(Err(error)) => Plan::Done(Err(error.into())),
-            Some(Ok(row)) => decide(row, job, now, &mut changes),
+            Some(Ok(row)) => {
+                if cached && let Some(deadline) = row.state.deadline {
+                    unexpired.insert(row.id, deadline);
+                }
+                decide(row, job, now, &mut changes)
+            }
         };
+        if cached && !matches!(plan, Plan::Accepted { .. }) {
+            return Ok(Attempt::Unsure);
+        }
         plans[i] = Some(plan);
     }
 
-    let folded = write::fold(&mut *tx, changes, now).await?;
+    // A batch decided from kept states whose changes are the write statement alone is that
+    // one statement, atomic and durable on its own: no `BEGIN`, no `COMMIT`, one round trip.
+    if !lane.in_transaction && !changes.iter().all(Change::stands_alone) {
+        lane.begin().await?;
+    }
+    let folded = write::fold(&mut lane.conn, changes, now).await?;
     let mut replies: Vec<Option<Result<Answer<Reply>>>> = jobs.iter().map(|_| None).collect();
     let mut responses = Vec::new();
+    let mut created = HashMap::with_capacity(folded.len());
     for (i, plan) in plans.into_iter().enumerate() {
         let job = &jobs[i];
         match plan {
             Some(Plan::Accepted { change, created_at }) => {
+                created.insert(change, created_at);
                 let change = &folded[change];
                 let reply = render(job, change, created_at, now)?;
                 if let Some(key) = &job.key {
@@ -391,11 +530,27 @@ async fn execute(
             })
         })
         .collect();
-    write::write(&mut *tx, &folded, Extras { answers, releases }, now).await?;
-    lane.commit(begin_next).await?;
-
+    let extras = Extras {
+        answers,
+        releases,
+        unexpired,
+    };
+    match write::write(&mut lane.conn, &folded, extras, now).await? {
+        Stored::All(read_now) => {
+            if let Some(read_now) = read_now {
+                cache.read_clock(read_now, Instant::now());
+            }
+        }
+        Stored::Moved => return Ok(Attempt::Unsure),
+    }
+    if lane.in_transaction {
+        // Only after a locked batch is the next one likely to need a transaction too.
+        lane.commit(begin_next && !cached).await?;
+    }
     let events: usize = folded.iter().map(|change| change.events.len()).sum();
     metrics::counter!("statki_events_total").increment(events as u64);
+    remember(cache, folded, &created);
+
     let shots = jobs
         .iter()
         .zip(&replies)
@@ -405,10 +560,32 @@ async fn execute(
         })
         .count();
     metrics::counter!("statki_shots_total").increment(shots as u64);
-    Ok(replies
-        .into_iter()
-        .map(|reply| reply.unwrap_or(Err(AppError::Corrupt("an unanswered command".into()))))
-        .collect())
+    Ok(Attempt::Committed(
+        replies
+            .into_iter()
+            .map(|reply| reply.unwrap_or(Err(AppError::Corrupt("an unanswered command".into()))))
+            .collect(),
+    ))
+}
+
+/// Keeps the committed state of every match still in play for the next command on it, and
+/// forgets the ones that ended. `created` holds the creation time of each accepted change.
+fn remember(
+    cache: &MatchCache,
+    folded: Vec<write::Folded>,
+    created: &HashMap<usize, DateTime<Utc>>,
+) {
+    for (index, change) in folded.into_iter().enumerate() {
+        match created.get(&index) {
+            Some(&created_at) if !change.state.phase.is_over() => cache.keep(matches::MatchRow {
+                id: change.id,
+                state: change.state,
+                last_seq: change.last_seq,
+                created_at,
+            }),
+            _ => cache.forget(&change.id),
+        }
+    }
 }
 
 /// Judges one command against its locked match; an accepted command (or a clock that ran

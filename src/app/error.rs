@@ -126,6 +126,9 @@ impl From<StoreError> for AppError {
             StoreError::NameTaken => AppError::NameTaken(String::new()),
             StoreError::UnknownPlayer => AppError::UnknownPlayer,
             StoreError::Corrupt(detail) => AppError::Corrupt(detail),
+            // Only a write decided without the row lock can meet a moved row, and the
+            // command lanes decide such a batch again under the locks.
+            StoreError::Moved => AppError::Corrupt(StoreError::Moved.to_string()),
             StoreError::Database(error) => AppError::Database(error),
         }
     }

@@ -5,6 +5,7 @@
 
 mod accounts;
 mod bots;
+mod cache;
 mod clocks;
 mod commands;
 mod error;
@@ -21,6 +22,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
+use uuid::Uuid;
 
 pub use accounts::{Me, Session};
 pub use bots::{BotBatch, BotProfile, BotWindow};
@@ -86,6 +88,15 @@ impl App {
                 committer,
             }),
         }
+    }
+
+    /// What to call with every match position announced by any replica: a replica that
+    /// kept an older state of that match forgets it, so its next command there takes the
+    /// lock at once instead of failing on the stale state first.
+    pub fn position_watcher(&self) -> Arc<dyn Fn(Uuid, i64) + Send + Sync> {
+        // The kept states alone, not the lanes' queue: the hub must not keep the lanes alive.
+        let cache = self.inner.committer.cache();
+        Arc::new(move |id, last_seq| cache.moved_to(&id, last_seq))
     }
 
     pub fn settings(&self) -> GameSettings {

@@ -4,6 +4,8 @@
 //! transaction. Notifications are delivered at commit, so listeners never see an event that
 //! was rolled back.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
 use serde_json::json;
 use sqlx::PgConnection;
@@ -13,7 +15,7 @@ use super::{AppError, Result, ladder};
 use crate::engine::{Command, Event, Match, Refusal};
 use crate::store::idempotency::{Answer, KeyRef};
 use crate::store::matches::{Append, MatchRow, RowWrite, Write};
-use crate::store::{StoredEvent, matches, notices};
+use crate::store::{StoreError, StoredEvent, matches, notices};
 
 /// The notification channel every commit announces `match_id:seq` on.
 pub const EVENTS_CHANNEL: &str = "statki_events";
@@ -34,6 +36,28 @@ pub(crate) struct Change {
 }
 
 impl Change {
+    /// The match it changes.
+    pub fn id(&self) -> Uuid {
+        self.id
+    }
+
+    /// Whether storing it is [`write`]'s one statement and nothing else: an existing match
+    /// whose events neither end it (a rating to settle), seat a player nor create a match
+    /// (player notices). A batch of such changes needs no transaction around its write.
+    pub fn stands_alone(&self) -> bool {
+        !self.new
+            && self.events.iter().all(|event| {
+                !matches!(
+                    event,
+                    Event::MatchCreated { .. }
+                        | Event::PlayerJoined { .. }
+                        | Event::MatchFinished { .. }
+                        | Event::MatchCancelled { .. }
+                        | Event::RatingUpdated { .. }
+                )
+            })
+    }
+
     /// A change to a match whose row exists and is locked.
     pub fn existing(id: Uuid, last_seq: i64, state: Match, events: Vec<Event>) -> Self {
         Change {
@@ -123,6 +147,9 @@ impl Folded {
 pub(crate) struct Extras<'a> {
     pub answers: Vec<Answer<'a>>,
     pub releases: Vec<KeyRef<'a>>,
+    /// Matches decided on the premise that their clock had not run out, with the deadline
+    /// the database's clock must not have reached for the write to count.
+    pub unexpired: HashMap<Uuid, DateTime<Utc>>,
 }
 
 /// Folds each change's events into its state; a change that finishes a ranked match gets
@@ -161,15 +188,26 @@ pub(crate) async fn fold(
     Ok(folded)
 }
 
+/// What became of a [`write`].
+pub(crate) enum Stored {
+    /// Everything was written; with the database's time during the write, if it was read.
+    All(Option<DateTime<Utc>>),
+    /// A row had moved past the state its change was decided on, or a clock the decision
+    /// relied on had run out: nothing was stored, and a transaction around the write must
+    /// be rolled back.
+    Moved,
+}
+
 /// Stores folded changes: new rows first, then one statement that appends every event,
-/// writes every existing row, records `extras` and announces every match; then the rating
-/// rows and the player notices the events cause.
+/// writes every existing row (each only if it is still at the sequence number the change
+/// was decided on), records `extras` and announces every match; then the rating rows and
+/// the player notices the events cause.
 pub(crate) async fn write(
     conn: &mut PgConnection,
     folded: &[Folded],
     extras: Extras<'_>,
     now: DateTime<Utc>,
-) -> Result<()> {
+) -> Result<Stored> {
     for change in folded.iter().filter(|change| change.new) {
         matches::insert(&mut *conn, change.id, &change.state, change.last_seq, now).await?;
     }
@@ -188,12 +226,15 @@ pub(crate) async fn write(
         .map(|change| RowWrite {
             id: change.id,
             state: &change.state,
+            after: change.after,
             last_seq: change.last_seq,
+            unexpired_until: extras.unexpired.get(&change.id).copied(),
         })
         .collect();
     let announcements = announcements(folded);
+    let mut read_now = None;
     if !appends.is_empty() || !extras.answers.is_empty() || !extras.releases.is_empty() {
-        matches::write(
+        let written = matches::write(
             &mut *conn,
             now,
             &Write {
@@ -205,14 +246,20 @@ pub(crate) async fn write(
                 announcements: &announcements,
             },
         )
-        .await?;
+        .await;
+        match written {
+            Ok(written) => read_now = Some(written.now),
+            Err(StoreError::Moved) => return Ok(Stored::Moved),
+            Err(error) => return Err(error.into()),
+        }
     }
     let mut notes = Vec::new();
     for change in folded {
         ladder::record(&mut *conn, change.id, &change.stored(now)).await?;
         notes.extend(player_notices(change));
     }
-    push_notices(conn, notes).await
+    push_notices(conn, notes).await?;
+    Ok(Stored::All(read_now))
 }
 
 /// [`fold`] then [`write`], for use cases with nothing else to record.
@@ -222,7 +269,12 @@ pub(crate) async fn apply(
     now: DateTime<Utc>,
 ) -> Result<Vec<Folded>> {
     let folded = fold(&mut *conn, changes, now).await?;
-    write(conn, &folded, Extras::default(), now).await?;
+    if let Stored::Moved = write(conn, &folded, Extras::default(), now).await? {
+        // The callers lock their rows before deciding, so nothing can move them.
+        return Err(AppError::Corrupt(
+            "a locked match row moved before its write".into(),
+        ));
+    }
     metrics::counter!("statki_events_total")
         .increment(folded.iter().map(|f| f.events.len() as u64).sum());
     Ok(folded)

@@ -261,6 +261,8 @@ pub fn prometheus() -> Option<PrometheusHandle> {
 
 /// Shared state for the application and this replica's live hub.
 pub fn state(app: App, live: Hub) -> AppState {
+    // The application's command lanes hear of every replica's commits through the hub.
+    live.watch_positions(app.position_watcher());
     AppState {
         app,
         metrics: prometheus(),

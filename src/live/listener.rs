@@ -130,6 +130,11 @@ fn on_position(inner: &Arc<Inner>, channel: &str, payload: &str) {
     } else if channel == APPLIED_CHANNEL {
         inner.revocations.acknowledged(id, seq);
     } else if channel == Matches::CHANNEL {
+        if let Ok(watchers) = inner.position_watchers.read() {
+            for watcher in watchers.iter() {
+                watcher(id, seq);
+            }
+        }
         feed::announce(inner, &inner.matches, id, seq);
     } else if channel == Players::CHANNEL {
         feed::announce(inner, &inner.players, id, seq);

@@ -127,9 +127,22 @@ struct Inner {
     sweep_now: Notify,
     listening: AtomicBool,
     closed: watch::Sender<bool>,
+    /// Told of every match position announced by any replica.
+    position_watchers: std::sync::RwLock<Vec<PositionWatcher>>,
 }
 
+/// Called with `(match_id, last_seq)` for every committed change to a match, on any replica.
+pub type PositionWatcher = Arc<dyn Fn(Uuid, i64) + Send + Sync>;
+
 impl Hub {
+    /// Has `watcher` told of every match position announced from now on (best effort: a
+    /// position announced while the listener is reconnecting is missed).
+    pub fn watch_positions(&self, watcher: PositionWatcher) {
+        if let Ok(mut watchers) = self.inner.position_watchers.write() {
+            watchers.push(watcher);
+        }
+    }
+
     /// Starts the hub of this replica: its listening connection (a separate connection
     /// with the options of `pool`, named [`LISTENER_APPLICATION_NAME`]) and its sweep.
     /// Both stop when `pool` is closed or [`Hub::close`] is called.
@@ -145,6 +158,7 @@ impl Hub {
             sweep_now: Notify::new(),
             listening: AtomicBool::new(false),
             closed: watch::channel(false).0,
+            position_watchers: std::sync::RwLock::new(Vec::new()),
         });
         tokio::spawn(until_closed(
             inner.clone(),

@@ -55,6 +55,7 @@ pub(super) fn columns(after: i64, events: &[Event]) -> Result<Columns, StoreErro
     Ok(columns)
 }
 
+#[cfg(feature = "test-support")]
 pub(super) fn stored(after: i64, at: DateTime<Utc>, events: &[Event]) -> Vec<StoredEvent> {
     (1..)
         .zip(events)

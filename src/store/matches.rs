@@ -7,7 +7,6 @@ use sqlx::types::Json;
 use sqlx::{PgExecutor, Postgres};
 use uuid::Uuid;
 
-use super::events::StoredEvent;
 use super::{StoreError, classify};
 use crate::engine::{Event, Match, Snapshot};
 
@@ -215,11 +214,15 @@ fn columns(state: &Match) -> Result<Columns, StoreError> {
     })
 }
 
-/// A match row's new state after its events up to `last_seq`.
+/// A match row's new state after its events up to `last_seq`, written only if the row
+/// still ends at `after` and, with `unexpired_until`, the database's clock has not reached
+/// that deadline.
 pub struct RowWrite<'a> {
     pub id: Uuid,
     pub state: &'a Match,
+    pub after: i64,
     pub last_seq: i64,
+    pub unexpired_until: Option<DateTime<Utc>>,
 }
 
 /// Events to append to a match's log after seq `after`.
@@ -241,31 +244,40 @@ pub struct Write<'a> {
     pub announcements: &'a [String],
 }
 
-/// Stores a [`Write`] in one round trip and returns the stored events of each append.
+/// What a [`write`] did: the database's time during it.
+#[derive(sqlx::FromRow)]
+pub struct Written {
+    pub now: DateTime<Utc>,
+}
+
+/// Stores a [`Write`] in one round trip and one statement, so it is atomic even outside a
+/// transaction. Each row is written only if it still ends at the sequence number its change
+/// was decided on (`after`) and, with `unexpired_until`, only if the database's clock has not
+/// reached that deadline; if any row fails that, the statement stores nothing and the
+/// answer is [`StoreError::Moved`].
 pub async fn write(
     db: impl PgExecutor<'_>,
     at: DateTime<Utc>,
     batch: &Write<'_>,
-) -> Result<Vec<Vec<StoredEvent>>, StoreError> {
+) -> Result<Written, StoreError> {
     let total = batch.appends.iter().map(|a| a.events.len()).sum();
     let mut event_matches = Vec::with_capacity(total);
     let mut all = super::events::Columns::with_capacity(total);
-    let mut stored = Vec::with_capacity(batch.appends.len());
     for append in batch.appends {
         let these = super::events::columns(append.after, append.events)?;
         event_matches.extend(std::iter::repeat_n(append.match_id, append.events.len()));
         all.extend(these);
-        stored.push(super::events::stored(append.after, at, append.events));
     }
     let rows = RowColumns::of(batch.rows)?;
     let answers = super::idempotency::AnswerColumns::of(batch.answers);
     let releases = super::idempotency::KeyColumns::of(batch.releases);
-    sqlx::query(
+    sqlx::query_as::<_, Written>(
         "WITH appended AS (
              INSERT INTO match_events (match_id, seq, at, actor, kind, payload)
              SELECT match_id, seq, $1, actor, kind, payload
              FROM UNNEST($2::uuid[], $3::bigint[], $4::uuid[], $5::text[], $6::jsonb[])
                   AS e(match_id, seq, actor, kind, payload)
+             ON CONFLICT (match_id, seq) DO NOTHING
              RETURNING 1
          ), updated AS (
              UPDATE matches SET phase = u.phase, joiner = u.joiner, turn = u.turn,
@@ -277,9 +289,12 @@ pub async fn write(
                     winner = u.winner, reason = u.reason,
                     last_seq = u.last_seq, snapshot = u.snapshot, updated_at = $1
              FROM UNNEST($7::uuid[], $8::text[], $9::uuid[], $10::uuid[], $11::timestamptz[],
-                         $12::uuid[], $13::text[], $14::bigint[], $15::jsonb[])
-                  AS u(id, phase, joiner, turn, deadline, winner, reason, last_seq, snapshot)
-             WHERE matches.id = u.id
+                         $12::uuid[], $13::text[], $14::bigint[], $15::jsonb[], $23::bigint[],
+                         $24::timestamptz[])
+                  AS u(id, phase, joiner, turn, deadline, winner, reason, last_seq, snapshot,
+                       after, unexpired_until)
+             WHERE matches.id = u.id AND matches.last_seq = u.after
+               AND (u.unexpired_until IS NULL OR clock_timestamp() < u.unexpired_until)
              RETURNING 1
          ), answered AS (
              UPDATE idempotency_keys SET response = a.response
@@ -291,9 +306,13 @@ pub async fn write(
              WHERE idempotency_keys.player_id = r.player_id AND idempotency_keys.key = r.key
              RETURNING 1
          )
-         SELECT (SELECT count(*) FROM appended), (SELECT count(*) FROM updated),
-                (SELECT count(*) FROM answered), (SELECT count(*) FROM released),
-                (SELECT count(pg_notify($21, payload)) FROM UNNEST($22::text[]) AS payload)",
+         SELECT CASE WHEN (SELECT count(*) FROM appended) = $25
+                          AND (SELECT count(*) FROM updated) = $26
+                     THEN clock_timestamp() ELSE statki_rows_moved() END AS now,
+                (SELECT count(*) FROM answered) AS answered,
+                (SELECT count(*) FROM released) AS released,
+                (SELECT count(pg_notify($21, payload)) FROM UNNEST($22::text[]) AS payload)
+                    AS notified",
     )
     .bind(at)
     .bind(&event_matches)
@@ -317,11 +336,23 @@ pub async fn write(
     .bind(&releases.keys)
     .bind(batch.channel)
     .bind(batch.announcements)
-    .execute(db)
+    .bind(&rows.afters)
+    .bind(&rows.unexpired_until)
+    .bind(i64::try_from(total).unwrap_or(i64::MAX))
+    .bind(i64::try_from(batch.rows.len()).unwrap_or(i64::MAX))
+    .fetch_one(db)
     .await
-    .map_err(classify)?;
-    Ok(stored)
+    .map_err(|error| match &error {
+        sqlx::Error::Database(db) if db.code().as_deref() == Some(SERIALIZATION_FAILURE) => {
+            StoreError::Moved
+        }
+        _ => classify(error),
+    })
 }
+
+/// What `statki_rows_moved()` fails a write with (and nothing else can: transactions run at
+/// read committed).
+const SERIALIZATION_FAILURE: &str = "40001";
 
 /// The state columns of several rows, as arrays for one `UNNEST` update.
 struct RowColumns {
@@ -334,6 +365,8 @@ struct RowColumns {
     reasons: Vec<Option<String>>,
     seqs: Vec<i64>,
     snapshots: Vec<Json<Snapshot>>,
+    afters: Vec<i64>,
+    unexpired_until: Vec<Option<DateTime<Utc>>>,
 }
 
 impl RowColumns {
@@ -349,6 +382,8 @@ impl RowColumns {
             reasons: Vec::with_capacity(n),
             seqs: Vec::with_capacity(n),
             snapshots: Vec::with_capacity(n),
+            afters: Vec::with_capacity(n),
+            unexpired_until: Vec::with_capacity(n),
         };
         for row in rows {
             let copy = self::columns(row.state)?;
@@ -361,6 +396,8 @@ impl RowColumns {
             columns.reasons.push(copy.reason);
             columns.seqs.push(row.last_seq);
             columns.snapshots.push(copy.snapshot);
+            columns.afters.push(row.after);
+            columns.unexpired_until.push(row.unexpired_until);
         }
         Ok(columns)
     }

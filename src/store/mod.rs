@@ -31,6 +31,10 @@ pub enum StoreError {
     UnknownPlayer,
     #[error("stored state is unreadable: {0}")]
     Corrupt(String),
+    /// A conditional write found a row moved on since its change was decided; nothing of
+    /// the write was stored.
+    #[error("a match row moved on after its change was decided")]
+    Moved,
     #[error(transparent)]
     Database(#[from] sqlx::Error),
 }
@@ -87,6 +91,12 @@ pub async fn commit(conn: &mut sqlx::PgConnection, begin_next: bool) -> Result<(
         "COMMIT"
     };
     sqlx::raw_sql(statements).execute(conn).await?;
+    Ok(())
+}
+
+/// Rolls back the transaction open on a connection the caller manages by hand.
+pub async fn rollback(conn: &mut sqlx::PgConnection) -> Result<(), StoreError> {
+    sqlx::raw_sql("ROLLBACK").execute(conn).await?;
     Ok(())
 }
 

@@ -1077,3 +1077,90 @@ async fn a_command_after_the_deadline_enforces_the_clock_first(pool: PgPool) {
             .unwrap();
     assert_eq!(shots, 0, "the late shot was not stored");
 }
+
+/// A replica decides a command from the state its own last command stored, without the
+/// lock round trip. When another replica moved the match on meanwhile and word of it has
+/// not arrived (here: a replica that hears none, as during a listener outage), the command
+/// is decided again under the row lock, never answered from the stale state, whether the
+/// stale state would accept a shot out of turn or refuse one in turn.
+#[sqlx::test]
+async fn a_replica_never_answers_from_a_state_another_replica_moved_on(pool: PgPool) {
+    use statki::app::{Answer, AppError};
+    use statki::engine::{Cell, Refusal};
+    use std::str::FromStr;
+
+    let one = spawn_app(pool.clone()).await;
+    let deaf = statki::app::App::new(
+        pool,
+        common::standard_settings(),
+        statki::auth::Tokens::new(common::SECRET).unwrap(),
+    );
+    let (id, shooter, target) = one.battle_match("statki").await;
+    let match_id: uuid::Uuid = id.parse().unwrap();
+    let shooter_id: uuid::Uuid = shooter.id.parse().unwrap();
+    let target_id: uuid::Uuid = target.id.parse().unwrap();
+    let on_deaf = |player: uuid::Uuid, cell: &str| {
+        deaf.fire(match_id, player, Cell::from_str(cell).unwrap(), None)
+    };
+    let on_one = |player: &Player, cell: &str| {
+        one.post(
+            &format!("/v1/matches/{id}/shots"),
+            &player.token,
+            json!({"cell": cell}),
+        )
+    };
+
+    assert!(matches!(
+        on_deaf(shooter_id, "J1").await,
+        Ok(Answer::Fresh(_))
+    ));
+    let reply = on_one(&target, "J1").await;
+    assert_eq!(reply.status, StatusCode::OK, "{:?}", reply.body);
+    // The deaf replica last stored the target on turn; it is the shooter's turn now.
+    let before = one.event_count().await;
+    let refused = on_deaf(target_id, "J2").await;
+    assert!(
+        matches!(refused, Err(AppError::Rule(Refusal::NotYourTurn))),
+        "{refused:?}"
+    );
+    assert_eq!(
+        one.event_count().await,
+        before,
+        "the refusal stored nothing"
+    );
+    assert!(matches!(
+        on_deaf(shooter_id, "J2").await,
+        Ok(Answer::Fresh(_))
+    ));
+    let reply = on_one(&target, "J3").await;
+    assert_eq!(reply.status, StatusCode::OK, "{:?}", reply.body);
+    // The deaf replica last stored the target on turn again; it is the shooter's turn.
+    let last = on_deaf(shooter_id, "J3").await;
+    let Ok(Answer::Fresh(last)) = last else {
+        panic!("the shot in turn was refused: {last:?}");
+    };
+
+    let log = one
+        .get(&format!("/v1/matches/{id}/events"), Some(&shooter.token))
+        .await;
+    let shots: Vec<(i64, String)> = log
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|event| event["kind"] == "shot_fired")
+        .map(|event| {
+            (
+                event["seq"].as_i64().unwrap(),
+                event["cell"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let cells: Vec<&str> = shots.iter().map(|(_, cell)| cell.as_str()).collect();
+    assert_eq!(cells, ["J1", "J1", "J2", "J3", "J3"]);
+    assert!(
+        shots.windows(2).all(|pair| pair[1].0 == pair[0].0 + 1),
+        "{shots:?}"
+    );
+    assert_eq!(Some(last.seq), shots.last().map(|shot| shot.0));
+}

@@ -163,3 +163,85 @@ async fn an_unreadable_snapshot_spoils_its_own_row_only(pool: PgPool) {
         "rows in id order, each judged on its own"
     );
 }
+
+/// Writes `state` with `events` over match `id` as decided on seq `after`, on its own
+/// (outside any explicit transaction); returns the write's outcome and the match's events
+/// and `last_seq` afterwards.
+async fn conditional_write(
+    pool: &PgPool,
+    id: Uuid,
+    state: &Match,
+    events: &[statki::engine::Event],
+    after: i64,
+    unexpired_until: Option<chrono::DateTime<Utc>>,
+) -> (Result<(), StoreError>, usize, i64) {
+    let appends = [matches::Append {
+        match_id: id,
+        after,
+        events,
+    }];
+    let rows = [matches::RowWrite {
+        id,
+        state,
+        after,
+        last_seq: after + 1,
+        unexpired_until,
+    }];
+    let written = matches::write(
+        pool,
+        Utc::now(),
+        &matches::Write {
+            appends: &appends,
+            rows: &rows,
+            answers: &[],
+            releases: &[],
+            channel: "statki_test",
+            announcements: &[],
+        },
+    )
+    .await
+    .map(|_| ());
+    let stored = events::list(pool, id, 0, 10).await.unwrap().len();
+    let row = matches::get(pool, id).await.unwrap().unwrap();
+    (written, stored, row.last_seq)
+}
+
+/// The write statement is a compare-and-set, atomic on its own: a row is written only
+/// while it still ends at the sequence number its change was decided on and, when asked,
+/// only while the database's clock is short of the deadline the decision relied on;
+/// otherwise the statement fails with `Moved` and stores nothing at all.
+#[sqlx::test]
+async fn a_write_stores_nothing_over_a_row_that_moved_on_or_a_passed_deadline(pool: PgPool) {
+    let id = one_match(&pool).await;
+    let row = matches::get(&pool, id).await.unwrap().unwrap();
+    let cancelled = [statki::engine::Event::MatchCancelled {
+        reason: statki::engine::CancelReason::Withdrawn,
+    }];
+    let mut ended = row.state.clone();
+    ended.evolve_all(&cancelled);
+    let write = |after, unexpired_until| {
+        conditional_write(&pool, id, &ended, &cancelled, after, unexpired_until)
+    };
+    // Decided on seq 0, but the row ends at 1: seq 1 is taken.
+    let (written, stored, last_seq) = write(0, None).await;
+    assert!(matches!(written, Err(StoreError::Moved)), "{written:?}");
+    assert_eq!(
+        (stored, last_seq),
+        (1, 1),
+        "nothing of the write was stored"
+    );
+    // Decided on the current row, relying on a deadline the database's clock has passed.
+    let passed = Utc::now() - chrono::Duration::seconds(1);
+    let (written, stored, last_seq) = write(1, Some(passed)).await;
+    assert!(matches!(written, Err(StoreError::Moved)), "{written:?}");
+    assert_eq!(
+        (stored, last_seq),
+        (1, 1),
+        "nothing of the write was stored"
+    );
+    // Decided on the current row, with time left: written.
+    let ahead = Utc::now() + chrono::Duration::seconds(30);
+    let (written, stored, last_seq) = write(1, Some(ahead)).await;
+    assert!(written.is_ok(), "{written:?}");
+    assert_eq!((stored, last_seq), (2, 2));
+}
