@@ -10,7 +10,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::write::{self, Change, Judged};
+use super::write::{self, Judged};
 use super::{App, Result};
 use crate::bot::{Level, next_command};
 use crate::engine::{Command, Match, Phase, Viewer};
@@ -121,14 +121,10 @@ impl App {
                 }
             }
         }
-        let written: Vec<Uuid> = changes.iter().map(Change::id).collect();
         if !changes.is_empty() {
             write::apply(&mut tx, changes, now).await?;
         }
         tx.commit().await?;
-        for id in &written {
-            self.inner.committer.written_elsewhere(id);
-        }
         Ok(BotBatch {
             claimed: count,
             moves,

@@ -77,7 +77,6 @@ impl App {
             }
         }
         let expired = changes.len();
-        let written: Vec<Uuid> = changes.iter().map(Change::id).collect();
         if expired > 0 {
             write::apply(&mut tx, changes, now).await?;
         }
@@ -86,9 +85,6 @@ impl App {
             matches::rearm(&mut *tx, &early).await?;
         }
         tx.commit().await?;
-        for id in &written {
-            self.inner.committer.written_elsewhere(id);
-        }
         Ok(Expired {
             claimed,
             expired,

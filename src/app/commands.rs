@@ -98,12 +98,6 @@ impl Committer {
         self.cache.clone()
     }
 
-    /// Tells the lanes that `id` was written outside them (a bot's move, a clock), so their
-    /// next command on it takes the lock instead of failing on a stale state first.
-    pub fn written_elsewhere(&self, id: &Uuid) {
-        self.cache.forget(id);
-    }
-
     /// Runs `actor`'s command on `match_id` in the next batch and waits for its answer.
     pub async fn submit(
         &self,
@@ -280,11 +274,8 @@ async fn run(
             }
             Ok(Attempt::Unsure) => {
                 metrics::counter!("statki_command_batches_relocked_total").increment(1);
-                // The states may be stale: forget them, give back whatever the attempt did,
-                // and decide again under the locks.
-                for id in &ids {
-                    cache.forget(id);
-                }
+                // The taken states may be stale (and are out of the cache already): give back
+                // whatever the attempt did, and decide again under the locks.
                 if let Some(lane) = connection.as_mut()
                     && lane.rollback().await.is_err()
                 {
@@ -295,9 +286,6 @@ async fn run(
                 // A fault is answered as one (the commit may even have gone through), but a
                 // lost deadlock stored nothing and is tried again under the locks.
                 *connection = None;
-                for id in &ids {
-                    cache.forget(id);
-                }
                 if !lost_deadlock(&error) {
                     decided = Some(Err(error));
                 }

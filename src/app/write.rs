@@ -36,11 +36,6 @@ pub(crate) struct Change {
 }
 
 impl Change {
-    /// The match it changes.
-    pub fn id(&self) -> Uuid {
-        self.id
-    }
-
     /// Whether storing it is [`write`]'s one statement and nothing else: an existing match
     /// whose events neither end it (a rating to settle), seat a player nor create a match
     /// (player notices). A batch of such changes needs no transaction around its write.
