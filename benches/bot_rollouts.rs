@@ -22,7 +22,8 @@
 //! - `ROLLOUT_CONTROL=random`: no rollouts, any candidate at random (what noise alone costs).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::num::NonZeroUsize;
+mod common;
+
 use std::time::Instant;
 
 use rand::rngs::StdRng;
@@ -31,6 +32,8 @@ use statki::bot::sea::Position;
 use statki::bot::strategy::choose_on;
 use statki::bot::{Level, Sea, random_fleet};
 use statki::engine::{BOARD_SIZE, Cell, CellSet, RuleSet, RuleSetId};
+
+use common::{env_or, game_rng, mean_and_standard_error, per_game, threads_from};
 
 const CELLS: usize = (BOARD_SIZE as usize) * (BOARD_SIZE as usize);
 
@@ -57,13 +60,6 @@ impl Config {
             random_control: is("ROLLOUT_CONTROL", "random"),
         }
     }
-}
-
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 /// The hidden fleet: each ship's cells.
@@ -94,6 +90,9 @@ fn fresh_sea(rules: &'static RuleSet) -> Sea {
 
 /// What `statki` tells the shooter of a shot at `cell`: a miss, a hit, or a sunk ship and
 /// its cells (ships may touch, so nothing else is revealed).
+/// Rollouts start from drawn fleets in mid-game, which no engine `Match` can be built at, and
+/// run millions of shots; so this restates `statki`'s answer on the bot's own [`Sea`]. The
+/// plain hard figure printed beside the rollouts matches the engine-based `bots` bench.
 fn fire(sea: &mut Sea, hidden: &Hidden, cell: Cell) {
     sea.tried.insert(cell);
     let Some(ship) = hidden.ships.iter().find(|ship| ship.contains(cell)) else {
@@ -112,15 +111,20 @@ fn fire(sea: &mut Sea, hidden: &Hidden, cell: Cell) {
     }
 }
 
-/// Plays the hard level from `sea` until `hidden` is sunk; returns the shots it took.
-fn finish_hard(mut sea: Sea, hidden: &Hidden, rng: &mut impl Rng) -> u32 {
+/// Plays from `sea` until `hidden` is sunk, shooting where `choose` says; returns the shots.
+fn play_out(mut sea: Sea, hidden: &Hidden, mut choose: impl FnMut(&Sea) -> Option<Cell>) -> u32 {
     let mut shots = 0;
     while !sea.remaining.is_empty() {
-        let cell = choose_on(Level::Hard, &sea, rng).expect("a cell to shoot");
+        let cell = choose(&sea).expect("a cell to shoot");
         fire(&mut sea, hidden, cell);
         shots += 1;
     }
     shots
+}
+
+/// Plays the hard level from `sea` until `hidden` is sunk; returns the shots it took.
+fn finish_hard(sea: Sea, hidden: &Hidden, rng: &mut impl Rng) -> u32 {
+    play_out(sea, hidden, |sea| choose_on(Level::Hard, sea, rng))
 }
 
 /// Legal positions of each remaining ship (longest first): covering no blocked cell and not
@@ -298,42 +302,11 @@ fn choose_by_rollouts(sea: &Sea, config: Config, rng: &mut StdRng) -> Option<Cel
         .map(|(candidate, _)| candidate)
 }
 
-fn play_rollouts(
-    rules: &'static RuleSet,
-    hidden: &Hidden,
-    config: Config,
-    rng: &mut StdRng,
-) -> u32 {
-    let mut sea = fresh_sea(rules);
-    let mut shots = 0;
-    while !sea.remaining.is_empty() {
-        let cell = choose_by_rollouts(&sea, config, rng).expect("a cell");
-        fire(&mut sea, hidden, cell);
-        shots += 1;
-    }
-    shots
-}
-
-fn summary(shots: &[u32]) -> (f64, f64) {
-    let count = shots.len() as f64;
-    let mean = shots.iter().map(|&s| f64::from(s)).sum::<f64>() / count;
-    let variance = shots
-        .iter()
-        .map(|&s| (f64::from(s) - mean).powi(2))
-        .sum::<f64>()
-        / (count - 1.0).max(1.0);
-    (mean, (variance / count).sqrt())
-}
-
 fn main() {
-    let games = env_or("ROLLOUT_GAMES", 400).max(2) as usize;
+    let games = env_or("ROLLOUT_GAMES", 400).max(2);
     let config = Config::from_env();
     let seed = env_or("ROLLOUT_SEED", 1);
-    let threads = env_or(
-        "ROLLOUT_THREADS",
-        std::thread::available_parallelism().map_or(1, NonZeroUsize::get) as u64,
-    )
-    .max(1) as usize;
+    let threads = threads_from("ROLLOUT_THREADS");
     let rules = RuleSetId::Statki.rules();
     println!(
         "statki: {games} games, {} drawn fleets and {} candidates per shot ({}, ranked by {}, \
@@ -362,50 +335,29 @@ fn main() {
         },
     );
     let started = Instant::now();
-    let mut results = vec![(0u32, 0u32); games];
-    std::thread::scope(|scope| {
-        let chunk = games.div_ceil(threads).max(1);
-        for (at, part) in results.chunks_mut(chunk).enumerate() {
-            scope.spawn(move || {
-                for (offset, slot) in part.iter_mut().enumerate() {
-                    let game = (at * chunk + offset) as u64;
-                    let mut rng = StdRng::seed_from_u64((seed << 32) ^ game);
-                    let placements = random_fleet(rules, &mut rng);
-                    let hidden = Hidden {
-                        ships: placements
-                            .iter()
-                            .zip(rules.fleet)
-                            .map(|(placement, ship)| {
-                                placement.cells(ship.length).expect("a legal fleet")
-                            })
-                            .collect(),
-                    };
-                    let mut greedy_rng = StdRng::seed_from_u64(rng.random());
-                    let mut rollout_rng = StdRng::seed_from_u64(rng.random());
-                    let greedy = finish_hard(fresh_sea(rules), &hidden, &mut greedy_rng);
-                    let rollout = play_rollouts(rules, &hidden, config, &mut rollout_rng);
-                    *slot = (greedy, rollout);
-                }
-            });
-        }
+    let results = per_game(games, threads, |game| {
+        let mut rng = game_rng(seed, game);
+        let placements = random_fleet(rules, &mut rng);
+        let hidden = Hidden {
+            ships: placements
+                .iter()
+                .zip(rules.fleet)
+                .map(|(placement, ship)| placement.cells(ship.length).expect("a legal fleet"))
+                .collect(),
+        };
+        let mut greedy_rng = StdRng::seed_from_u64(rng.random());
+        let mut rollout_rng = StdRng::seed_from_u64(rng.random());
+        let greedy = finish_hard(fresh_sea(rules), &hidden, &mut greedy_rng);
+        let rollout = play_out(fresh_sea(rules), &hidden, |sea| {
+            choose_by_rollouts(sea, config, &mut rollout_rng)
+        });
+        (greedy, rollout)
     });
-    let greedy: Vec<u32> = results.iter().map(|r| r.0).collect();
-    let rollout: Vec<u32> = results.iter().map(|r| r.1).collect();
-    let difference: Vec<i64> = results
-        .iter()
-        .map(|&(g, r)| i64::from(r) - i64::from(g))
-        .collect();
-    let (greedy_mean, greedy_se) = summary(&greedy);
-    let (rollout_mean, rollout_se) = summary(&rollout);
-    let count = difference.len() as f64;
-    let diff_mean = difference.iter().sum::<i64>() as f64 / count;
-    let diff_se = (difference
-        .iter()
-        .map(|&d| (d as f64 - diff_mean).powi(2))
-        .sum::<f64>()
-        / (count - 1.0)
-        / count)
-        .sqrt();
+    let column = |of: fn(&(u32, u32)) -> f64| -> Vec<f64> { results.iter().map(of).collect() };
+    let (greedy_mean, greedy_se) = mean_and_standard_error(&column(|r| f64::from(r.0)));
+    let (rollout_mean, rollout_se) = mean_and_standard_error(&column(|r| f64::from(r.1)));
+    let (diff_mean, diff_se) =
+        mean_and_standard_error(&column(|r| f64::from(r.1) - f64::from(r.0)));
     println!("hard (greedy)  mean {greedy_mean:.2} ± {greedy_se:.2}");
     println!("rollouts       mean {rollout_mean:.2} ± {rollout_se:.2}");
     println!("paired difference (rollouts − hard) {diff_mean:+.2} ± {diff_se:.2}");

@@ -7,60 +7,19 @@
 //! `BOTS_THREADS` to set how many games run at once; the results do not depend on it).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::num::NonZeroUsize;
+mod common;
+
 use std::time::Instant;
 
-use rand::SeedableRng;
-use rand::rngs::StdRng;
+use common::{env_or, game_rng, mean_and_standard_error, per_game, threads_from};
 use statki::bot::Level;
 use statki::bot::simulate::{play, rules};
-use statki::engine::{HouseOptions, MatchRules, RuleSetId};
-
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// Every game draws from its own generator, seeded from the run's seed and the game's
-/// number: every level meets the same fleets, and the threads cannot change the outcome.
-fn game_rng(seed: u64, game: u64) -> StdRng {
-    StdRng::seed_from_u64((seed << 32) ^ game)
-}
-
-/// Shots of every game, in game order, played on `threads` threads.
-fn shots_per_game(
-    level: Level,
-    rules: MatchRules,
-    seed: u64,
-    games: u64,
-    threads: u64,
-) -> Vec<u32> {
-    let mut shots = vec![0u32; games as usize];
-    std::thread::scope(|scope| {
-        let chunk = games.div_ceil(threads).max(1) as usize;
-        for (at, part) in shots.chunks_mut(chunk).enumerate() {
-            scope.spawn(move || {
-                for (offset, slot) in part.iter_mut().enumerate() {
-                    let game = (at * chunk + offset) as u64;
-                    let mut rng = game_rng(seed, game);
-                    *slot = play(level, rules, &mut rng, |_, _| {}).expect("a legal game");
-                }
-            });
-        }
-    });
-    shots
-}
+use statki::engine::{HouseOptions, RuleSetId};
 
 fn main() {
     let games = env_or("BOTS_GAMES", 10_000).max(1);
     let seed = env_or("BOTS_SEED", 1);
-    let threads = env_or(
-        "BOTS_THREADS",
-        std::thread::available_parallelism().map_or(1, NonZeroUsize::get) as u64,
-    )
-    .max(1);
+    let threads = threads_from("BOTS_THREADS");
     println!("games per preset and level: {games}, seed {seed}, threads {threads}");
     println!(
         "{:<10} {:<7} {:>7} {:>6} {:>7} {:>5} {:>6} {:>6} {:>10}",
@@ -78,17 +37,13 @@ fn main() {
             .map_or(Level::ALL.to_vec(), |l| vec![l]);
         for level in levels {
             let started = Instant::now();
-            let mut shots = shots_per_game(level, rules, seed, games, threads);
+            let mut shots = per_game(games, threads, |game| {
+                play(level, rules, &mut game_rng(seed, game), |_, _| {}).expect("a legal game")
+            });
             let elapsed = started.elapsed();
             shots.sort_unstable();
-            let count = shots.len() as f64;
-            let mean = shots.iter().map(|&s| f64::from(s)).sum::<f64>() / count;
-            let variance = shots
-                .iter()
-                .map(|&s| (f64::from(s) - mean).powi(2))
-                .sum::<f64>()
-                / (count - 1.0).max(1.0);
-            let standard_error = (variance / count).sqrt();
+            let values: Vec<f64> = shots.iter().map(|&s| f64::from(s)).collect();
+            let (mean, standard_error) = mean_and_standard_error(&values);
             let at = |q: f64| shots[((shots.len() as f64 - 1.0) * q).round() as usize];
             // Thread time per game: wall time spread over the threads that shared it.
             println!(
