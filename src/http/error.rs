@@ -117,6 +117,9 @@ pub struct ApiError {
     pub detail: String,
 }
 
+/// `Retry-After` of every `503 unavailable`: the database is restarting or failing over.
+pub const UNAVAILABLE_RETRY_AFTER_SECONDS: u64 = 2;
+
 impl ApiError {
     pub fn new(status: StatusCode, code: ErrorCode, detail: impl Into<String>) -> Self {
         Self {
@@ -149,6 +152,13 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            // A database failover takes a few seconds (docs/operations.md).
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(UNAVAILABLE_RETRY_AFTER_SECONDS),
+            );
+        }
         if self.status == StatusCode::UNAUTHORIZED {
             response
                 .headers_mut()
