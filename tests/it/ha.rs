@@ -445,6 +445,7 @@ async fn the_database_fails_over_twice_and_no_acknowledged_move_is_lost() {
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let lines: Vec<&str> = stdout.lines().collect();
     let balancer = lines.last().expect("the balancer's URL").trim().to_owned();
+    let base = balancer.clone();
     assert_eq!(balancer, format!("http://127.0.0.1:{port}"));
     let database_url = lines
         .iter()
@@ -461,7 +462,7 @@ async fn the_database_fails_over_twice_and_no_acknowledged_move_is_lost() {
     let tally = Arc::new(Tally::default());
     let client = Client {
         http: reqwest::Client::new(),
-        base: balancer,
+        base,
         tally: tally.clone(),
     };
     let state_for_play = state.clone();
@@ -624,7 +625,56 @@ async fn the_database_fails_over_twice_and_no_acknowledged_move_is_lost() {
         String::from_utf8_lossy(&verified.stderr)
     );
 
-    standby_gone(&state, &database_url, &read_url).await;
+    // The standby serves audits: `statki verify` and the auditor role run there as they are,
+    // and the replicas' read pools have been reading from it.
+    let on_standby = Command::new(env!("CARGO_BIN_EXE_statki"))
+        .arg("verify")
+        .env("DATABASE_URL", &read_url)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run statki verify on the standby");
+    assert!(
+        on_standby.status.success(),
+        "statki verify on the standby failed:\n{}",
+        String::from_utf8_lossy(&on_standby.stderr)
+    );
+    let standby = sqlx::PgPool::connect(&read_url).await.expect("the standby");
+    let mut audit = standby.acquire().await.unwrap();
+    let in_recovery: bool = sqlx::query_scalar("SELECT pg_is_in_recovery()")
+        .fetch_one(&mut *audit)
+        .await
+        .unwrap();
+    assert!(
+        in_recovery,
+        "the read front serves the standby while there is one"
+    );
+    sqlx::query("SET ROLE statki_auditor")
+        .execute(&mut *audit)
+        .await
+        .unwrap();
+    let fired: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM match_events WHERE kind = 'shot_fired'")
+            .fetch_one(&mut *audit)
+            .await
+            .unwrap();
+    assert!(
+        fired > 0,
+        "the auditor reads the record of play on the standby"
+    );
+    drop(audit);
+    let readers: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = 'statki' AND pid <> pg_backend_pid()",
+    )
+    .fetch_one(&standby)
+    .await
+    .unwrap();
+    assert!(
+        readers > 0,
+        "the replicas' read pools connect to the standby"
+    );
+    standby.close().await;
+
+    standby_gone(&state, &database_url, &read_url, &balancer).await;
     drop(cluster);
     eprintln!(
         "ha: cluster up in {:.1} s; whole test {:.1} s",
@@ -635,8 +685,8 @@ async fn the_database_fails_over_twice_and_no_acknowledged_move_is_lost() {
 
 /// The standby dies: commits wait for it only until Patroni drops it from
 /// synchronous_standby_names, then go on asynchronously; reads through the standby front
-/// fall back to the leader.
-async fn standby_gone(state: &Path, database_url: &str, read_url: &str) {
+/// fall back to the leader, and so do the service's reads that may lag.
+async fn standby_gone(state: &Path, database_url: &str, read_url: &str, balancer: &str) {
     let leader = Cluster::leader(state);
     let standby = if leader == "1" { "2" } else { "1" };
     let primary = sqlx::PgPool::connect(database_url)
@@ -682,6 +732,37 @@ async fn standby_gone(state: &Path, database_url: &str, read_url: &str) {
         "with no standby, the read front serves the leader"
     );
     assert_eq!(rows, 20);
+    // The service: a player registered now is in its profile and the ladder answers, read
+    // through the standby front (now the leader) or, on a connection the dead standby
+    // held, from the primary.
+    let client = Client {
+        http: reqwest::Client::new(),
+        base: balancer.to_owned(),
+        tally: Arc::new(Tally::default()),
+    };
+    let player = client
+        .call(
+            Method::POST,
+            "/v1/players",
+            None,
+            Some(json!({ "name": "after-standby" })),
+        )
+        .await;
+    let id = player["id"].as_str().expect("an id");
+    for _ in 0..3 {
+        let profile = client
+            .call(Method::GET, &format!("/v1/players/{id}"), None, None)
+            .await;
+        assert_eq!(profile["id"], id);
+        client
+            .call(Method::GET, "/v1/ladder/statki", None, None)
+            .await;
+    }
+    assert_eq!(
+        client.tally.unavailable.load(Ordering::Relaxed),
+        0,
+        "reads fell back without a 503"
+    );
     eprintln!(
         "ha: standby killed; the longest commit after it took {:.2} s; writes went on asynchronously ({:.1} s for 20)",
         longest.as_secs_f64(),
