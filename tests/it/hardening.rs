@@ -741,3 +741,85 @@ async fn the_per_player_stream_cap_holds_across_replicas(pool: PgPool) {
         "the closed stream's lease was given back"
     );
 }
+
+// Second round: what an attacker still broke.
+
+/// Runs `sql` as the read-only auditor role.
+async fn as_auditor(
+    pool: &PgPool,
+    sql: &'static str,
+) -> Result<Vec<sqlx::postgres::PgRow>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SET LOCAL ROLE statki_auditor")
+        .execute(&mut *tx)
+        .await?;
+    let rows = sqlx::query(sql).fetch_all(&mut *tx).await;
+    // A notification is delivered at commit.
+    tx.commit().await?;
+    rows
+}
+
+#[sqlx::test]
+async fn a_forged_revocation_notice_locks_nobody_out(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let victim = app.register(&unique("victim")).await;
+    let other = app.register(&unique("other")).await;
+    assert_eq!(
+        app.get("/v1/me", Some(&victim.token)).await.status,
+        StatusCode::OK
+    );
+    as_auditor(
+        &app.pool,
+        "SELECT pg_notify('statki_tokens', id || ':9007199254740991000') FROM players",
+    )
+    .await
+    .expect("any role may notify");
+    // A real revocation after it: once it is acknowledged, the forged notices (sent first,
+    // on the same channel) have been handled too.
+    let revoked = app.delete("/v1/me/tokens", &other.token).await;
+    assert_eq!(revoked.status, StatusCode::OK, "{:?}", revoked.body);
+    for _ in 0..10 {
+        let me = app.get("/v1/me", Some(&victim.token)).await;
+        assert_eq!(me.status, StatusCode::OK, "{:?}", me.body);
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    let fresh = revoked.body["token"].as_str().unwrap();
+    assert_eq!(app.get("/v1/me", Some(fresh)).await.status, StatusCode::OK);
+    assert_eq!(
+        app.get("/v1/me", Some(&other.token)).await.status,
+        StatusCode::UNAUTHORIZED,
+        "the real revocation still holds"
+    );
+}
+
+#[sqlx::test]
+async fn a_deleted_players_cached_token_stops_at_once(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let gone = app.register(&unique("gone")).await;
+    // Cached by this replica.
+    assert_eq!(
+        app.get("/v1/me", Some(&gone.token)).await.status,
+        StatusCode::OK
+    );
+    let id: uuid::Uuid = gone.id.parse().unwrap();
+    sqlx::query("DELETE FROM players WHERE id = $1")
+        .bind(id)
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    let mut status = StatusCode::OK;
+    for _ in 0..50 {
+        status = app
+            .get(
+                &format!("/v1/players/{}/matches", gone.id),
+                Some(&gone.token),
+            )
+            .await
+            .status;
+        if status == StatusCode::UNAUTHORIZED {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
