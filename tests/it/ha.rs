@@ -586,6 +586,13 @@ async fn the_database_fails_over_twice_and_no_acknowledged_move_is_lost() {
                 .filter(|event| event["kind"] == "match_finished")
                 .collect();
             assert_eq!(results.len(), 1, "match {match_id}: one result");
+            // Each failover was an outage of the whole service: the running clock was given
+            // its time back (docs/clocks.md), once per failover.
+            let extended = log
+                .iter()
+                .filter(|event| event["kind"] == "clock_extended")
+                .count();
+            assert!(extended >= 2, "match {match_id}: {extended} clock extensions for two failovers");
             assert_eq!(results[0]["reason"], "all_sunk", "match {match_id}: nobody lost on time");
         }
         let unavailable = tally.unavailable.load(Ordering::Relaxed);
@@ -676,6 +683,8 @@ async fn the_database_fails_over_twice_and_no_acknowledged_move_is_lost() {
 
     standby_gone(&state, &database_url, &read_url, &balancer).await;
     drop(cluster);
+    // Kept when the test fails, for its logs.
+    let _ = std::fs::remove_dir_all(&state);
     eprintln!(
         "ha: cluster up in {:.1} s; whole test {:.1} s",
         up_took.as_secs_f64(),
