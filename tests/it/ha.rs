@@ -681,6 +681,12 @@ async fn the_database_fails_over_twice_and_no_acknowledged_move_is_lost() {
     );
     standby.close().await;
 
+    let client = Client {
+        http: reqwest::Client::new(),
+        base: balancer.clone(),
+        tally: Arc::new(Tally::default()),
+    };
+    standby_lagging(&client, &database_url, &read_url).await;
     standby_gone(&state, &database_url, &read_url, &balancer).await;
     drop(cluster);
     // Kept when the test fails, for its logs.
@@ -776,5 +782,103 @@ async fn standby_gone(state: &Path, database_url: &str, read_url: &str, balancer
         "ha: standby killed; the longest commit after it took {:.2} s; writes went on asynchronously ({:.1} s for 20)",
         longest.as_secs_f64(),
         killed.elapsed().as_secs_f64()
+    );
+}
+
+/// The standby lags (its replay paused): commits go on (synchronous replication waits for
+/// the standby's flush, not its replay), and a stream opened from the beginning still gets
+/// every event, its catch-up falling back to the primary for what the standby lacks.
+async fn standby_lagging(client: &Client, database_url: &str, read_url: &str) {
+    let standby = sqlx::PgPool::connect(read_url).await.expect("the standby");
+    sqlx::query("SELECT pg_wal_replay_pause()")
+        .execute(&standby)
+        .await
+        .unwrap();
+    let (match_id, mut seats) = set_up_match(client, MATCHES).await;
+    let view = client
+        .call(
+            Method::GET,
+            &format!("/v1/matches/{match_id}"),
+            Some(&seats[0].token),
+            None,
+        )
+        .await;
+    let mut turn = view["turn"].as_str().expect("a turn").to_owned();
+    let started = Instant::now();
+    for _ in 0..10 {
+        let seat = seats.iter_mut().find(|seat| seat.id == turn).unwrap();
+        let target = cell(seat.next);
+        seat.next += 1;
+        let answer = client
+            .call(
+                Method::POST,
+                &format!("/v1/matches/{match_id}/shots"),
+                Some(&seat.token),
+                Some(json!({ "cell": target })),
+            )
+            .await;
+        turn = answer["next_turn"].as_str().expect("next_turn").to_owned();
+    }
+    let shots_took = started.elapsed();
+    let primary = sqlx::PgPool::connect(database_url)
+        .await
+        .expect("the leader");
+    let count = "SELECT count(*) FROM match_events WHERE match_id = $1::uuid";
+    let on_primary: i64 = sqlx::query_scalar(count)
+        .bind(&match_id)
+        .fetch_one(&primary)
+        .await
+        .unwrap();
+    let on_standby: i64 = sqlx::query_scalar(count)
+        .bind(&match_id)
+        .fetch_one(&standby)
+        .await
+        .unwrap();
+    assert!(
+        on_standby < on_primary,
+        "the paused standby lags ({on_standby} of {on_primary} events)"
+    );
+    // A stream from the beginning, read until it has sent as many events as the primary holds.
+    let response = client
+        .http
+        .get(format!("{}/v1/matches/{match_id}/stream", client.base))
+        .bearer_auth(&seats[0].token)
+        .send()
+        .await
+        .expect("a stream");
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut body = response.bytes_stream();
+    let mut text = String::new();
+    let mut seqs: Vec<i64> = Vec::new();
+    while (seqs.len() as i64) < on_primary {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), body.next())
+            .await
+            .expect("the stream's catch-up arrives")
+            .expect("the stream stays open")
+            .expect("a chunk");
+        text.push_str(std::str::from_utf8(&chunk).expect("UTF-8"));
+        while let Some(end) = text.find("\n\n") {
+            let block: String = text.drain(..end + 2).collect();
+            if let Some(data) = block.lines().find_map(|line| line.strip_prefix("data:")) {
+                let event: Value = serde_json::from_str(data.trim()).expect("JSON");
+                seqs.push(event["seq"].as_i64().expect("seq"));
+            }
+        }
+    }
+    assert_eq!(
+        seqs,
+        (1..=on_primary).collect::<Vec<_>>(),
+        "catch-up with no gap"
+    );
+    sqlx::query("SELECT pg_wal_replay_resume()")
+        .execute(&standby)
+        .await
+        .unwrap();
+    standby.close().await;
+    primary.close().await;
+    eprintln!(
+        "ha: standby replay paused: 10 shots in {:.2} s; the standby had {on_standby} of {on_primary} events; \
+         a stream from the beginning got all {on_primary} (catch-up fell back to the primary)",
+        shots_took.as_secs_f64()
     );
 }
