@@ -882,3 +882,84 @@ async fn standby_lagging(client: &Client, database_url: &str, read_url: &str) {
         shots_took.as_secs_f64()
     );
 }
+
+/// A replica whose standby is gone (its read pool points at a port nobody listens on)
+/// serves every read that may lag from the primary: lists, a profile, the ladder and a
+/// stream's catch-up, with no 503.
+#[sqlx::test]
+async fn reads_that_may_lag_fall_back_to_the_primary_when_the_standby_is_gone(pool: sqlx::PgPool) {
+    use super::common;
+
+    statki::store::migrate(&pool).await.expect("migrations");
+    let gone = sqlx::postgres::PgPoolOptions::new()
+        .acquire_timeout(Duration::from_millis(500))
+        .connect_lazy("postgres://postgres@127.0.0.1:1/none")
+        .unwrap();
+    let core = statki::app::App::with_reader(
+        pool.clone(),
+        Some(gone.clone()),
+        common::standard_settings(),
+        statki::auth::Tokens::new(common::SECRET).unwrap(),
+    );
+    let live = statki::live::Hub::start_with_reader(&pool, Some(&gone), Default::default());
+    let router = statki::http::app(
+        statki::http::state(core.clone(), live.clone()),
+        &common::test_http_settings(),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let app = common::TestApp {
+        address,
+        client: reqwest::Client::new(),
+        pool,
+        app: core,
+        live,
+    };
+
+    let (match_id, first, _second) = app.battle_match("statki").await;
+    let profile = app.get(&format!("/v1/players/{}", first.id), None).await;
+    assert_eq!(profile.status, StatusCode::OK, "{:?}", profile.body);
+    assert_eq!(profile.body["id"], first.id.as_str());
+    let ladder = app.get("/v1/ladder/statki", None).await;
+    assert_eq!(ladder.status, StatusCode::OK, "{:?}", ladder.body);
+    let mine = app
+        .get(
+            &format!("/v1/players/{}/matches", first.id),
+            Some(&first.token),
+        )
+        .await;
+    assert_eq!(mine.status, StatusCode::OK, "{:?}", mine.body);
+    assert_eq!(mine.body["matches"][0]["id"], match_id.as_str());
+    let live_list = app.get("/v1/matches?status=live", Some(&first.token)).await;
+    assert_eq!(live_list.status, StatusCode::OK, "{:?}", live_list.body);
+
+    let events = app
+        .get(
+            &format!("/v1/matches/{match_id}/events"),
+            Some(&first.token),
+        )
+        .await;
+    let expected = events.body.as_array().expect("events").len();
+    let response = app
+        .client
+        .get(app.url(&format!("/v1/matches/{match_id}/stream")))
+        .bearer_auth(&first.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut body = response.bytes_stream();
+    let mut text = String::new();
+    let mut seen = 0;
+    while seen < expected {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), body.next())
+            .await
+            .expect("the catch-up arrives")
+            .expect("the stream stays open")
+            .unwrap();
+        text.push_str(std::str::from_utf8(&chunk).unwrap());
+        seen = text.matches("\ndata:").count() + usize::from(text.starts_with("data:"));
+    }
+    assert_eq!(seen, expected, "every event in the catch-up");
+}
