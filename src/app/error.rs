@@ -44,6 +44,8 @@ pub enum AppError {
     CurrentPasswordRequired,
     #[error(transparent)]
     Hashing(#[from] crate::accounts::password::HashingFailed),
+    #[error("too many failed password attempts for this account; retry in {0} s")]
+    TooManyAttempts(u64),
     #[error("you are already waiting in the queue; leave it first to change rule set")]
     AlreadyQueued,
     #[error("you are not waiting in the queue")]
@@ -81,7 +83,9 @@ impl AppError {
             AppError::InvalidPassword => "invalid_password",
             AppError::WrongPassword => "wrong_password",
             AppError::CurrentPasswordRequired => "current_password_required",
+            AppError::Hashing(crate::accounts::password::HashingFailed::Busy) => "unavailable",
             AppError::Hashing(_) => "internal",
+            AppError::TooManyAttempts(_) => "rate_limited",
             AppError::AlreadyQueued => "already_queued",
             AppError::NotQueued => "not_queued",
             AppError::InMatch => "in_match",
@@ -89,6 +93,15 @@ impl AppError {
             AppError::ShuttingDown | AppError::Unavailable(_) => "unavailable",
             AppError::Database(error) if is_unavailable(error) => "unavailable",
             AppError::Database(_) | AppError::Corrupt(_) => "internal",
+        }
+    }
+
+    /// Seconds after which a retry may succeed, for the answers that say so.
+    pub fn retry_after(&self) -> Option<u64> {
+        match self {
+            AppError::TooManyAttempts(seconds) => Some((*seconds).max(1)),
+            AppError::Hashing(crate::accounts::password::HashingFailed::Busy) => Some(1),
+            _ => None,
         }
     }
 

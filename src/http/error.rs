@@ -115,6 +115,8 @@ pub struct ApiError {
     pub status: StatusCode,
     pub code: ErrorCode,
     pub detail: String,
+    /// `Retry-After` in seconds, when a retry later may succeed.
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -123,6 +125,15 @@ impl ApiError {
             status,
             code,
             detail: detail.into(),
+            retry_after: None,
+        }
+    }
+
+    /// The same error with `Retry-After: seconds`.
+    pub fn retry_after(self, seconds: Option<u64>) -> Self {
+        Self {
+            retry_after: seconds,
+            ..self
         }
     }
 
@@ -149,6 +160,11 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
         if self.status == StatusCode::UNAUTHORIZED {
             response
                 .headers_mut()
@@ -202,6 +218,7 @@ fn status_of(error: &AppError) -> StatusCode {
         | AppError::Revoked
         | AppError::InvalidCredentials => StatusCode::UNAUTHORIZED,
         AppError::WrongPassword => StatusCode::FORBIDDEN,
+        AppError::TooManyAttempts(_) => StatusCode::TOO_MANY_REQUESTS,
         AppError::ShuttingDown
         | AppError::Hashing(_)
         | AppError::Unavailable(_)
@@ -246,16 +263,19 @@ impl ErrorCode {
 impl From<AppError> for ApiError {
     fn from(error: AppError) -> Self {
         let status = status_of(&error);
+        let retry_after = error.retry_after();
         // Every application code is one of ours (a test holds each kind to it); a stray one
         // would be a fault of ours, told as such rather than as an unlisted code.
         let code = ErrorCode::parse(error.code()).unwrap_or(ErrorCode::Internal);
         if status == StatusCode::SERVICE_UNAVAILABLE {
-            tracing::error!(%error, "database unavailable");
-            return ApiError::new(
-                status,
-                code,
-                "the database is unavailable; nothing was changed, retry shortly",
-            );
+            let detail = if retry_after.is_some() {
+                tracing::warn!(%error, "at capacity");
+                "the service is at capacity; nothing was changed, retry shortly"
+            } else {
+                tracing::error!(%error, "database unavailable");
+                "the database is unavailable; nothing was changed, retry shortly"
+            };
+            return ApiError::new(status, code, detail).retry_after(retry_after);
         }
         if status.is_server_error() {
             tracing::error!(%error, "internal error");
@@ -265,7 +285,7 @@ impl From<AppError> for ApiError {
                 "an internal error occurred; nothing was changed",
             );
         }
-        ApiError::new(status, code, error.to_string())
+        ApiError::new(status, code, error.to_string()).retry_after(retry_after)
     }
 }
 
@@ -367,6 +387,8 @@ mod tests {
             AppError::CurrentPasswordRequired,
             AppError::RankedAgainstBot,
             AppError::TooManyOpenMatches(5),
+            AppError::TooManyAttempts(5),
+            AppError::Hashing(crate::accounts::password::HashingFailed::Busy),
             AppError::ShuttingDown,
             AppError::Unavailable(String::new()),
             AppError::Corrupt(String::new()),
