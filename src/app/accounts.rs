@@ -133,12 +133,16 @@ impl App {
     /// same work (one Argon2 verification).
     pub async fn log_in(&self, name: &str, password: String) -> Result<Session> {
         // Looked up by the same key registration made unique: case and look-alikes fold.
-        let account = PlayerName::parse(name).ok().map(|name| name.key());
+        let name = PlayerName::parse(name).ok();
+        let account = name.as_ref().map(PlayerName::key);
         if let Some(account) = &account {
             self.take_attempt(account).await?;
         }
-        let credentials = match &account {
-            Some(account) => store::accounts::by_name_key(self.pool(), account).await?,
+        let credentials = match &name {
+            Some(name) => {
+                let keys = [name.key(), name.legacy_key()];
+                store::accounts::by_name_keys(self.pool(), &keys, name.as_str()).await?
+            }
             None => None,
         };
         let stored = credentials.as_ref().and_then(|c| c.password_hash.clone());

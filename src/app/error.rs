@@ -22,8 +22,12 @@ pub enum AppError {
     RankedNeedsStandardRules(&'static str),
     #[error("a match against a bot is never ranked: create it with `ranked: false`")]
     RankedAgainstBot,
-    #[error("you already have {0} matches waiting for an opponent; withdraw one or wait")]
+    #[error(
+        "you already have {0} matches waiting for an opponent (withdrawn ones count for two minutes); withdraw one or wait"
+    )]
     TooManyOpenMatches(u32),
+    #[error("this player already has {0} challenges waiting; try later")]
+    TooManyChallenges(i64),
     #[error("this Idempotency-Key was used for a different request")]
     IdempotencyMismatch,
     #[error("a request with this Idempotency-Key is still being processed")]
@@ -75,7 +79,9 @@ impl AppError {
             AppError::UnknownRuleset(_) => "unknown_ruleset",
             AppError::RankedNeedsStandardRules(_) => "ranked_needs_standard_rules",
             AppError::RankedAgainstBot => "ranked_against_bot",
-            AppError::TooManyOpenMatches(_) => "too_many_open_matches",
+            AppError::TooManyOpenMatches(_) | AppError::TooManyChallenges(_) => {
+                "too_many_open_matches"
+            }
             AppError::IdempotencyMismatch => "idempotency_key_reused",
             AppError::IdempotencyInProgress => "idempotency_key_in_progress",
             AppError::Token(_) | AppError::UnknownPlayer | AppError::Revoked => "unauthorized",

@@ -202,6 +202,7 @@ fn status_of(error: &AppError) -> StatusCode {
         AppError::NotFound(_) | AppError::NotQueued => StatusCode::NOT_FOUND,
         AppError::NameTaken(_)
         | AppError::TooManyOpenMatches(_)
+        | AppError::TooManyChallenges(_)
         | AppError::IdempotencyInProgress
         | AppError::AlreadyQueued
         | AppError::InMatch
@@ -388,6 +389,7 @@ mod tests {
             AppError::RankedAgainstBot,
             AppError::TooManyOpenMatches(5),
             AppError::TooManyAttempts(5),
+            AppError::TooManyChallenges(20),
             AppError::Hashing(crate::accounts::password::HashingFailed::Busy),
             AppError::ShuttingDown,
             AppError::Unavailable(String::new()),

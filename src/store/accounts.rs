@@ -24,18 +24,23 @@ impl std::fmt::Debug for Credentials {
     }
 }
 
-/// The player whose name has the uniqueness key `key` (see `names::PlayerName::key`), and
-/// their password hash.
-pub async fn by_name_key(
+/// The player whose name has one of the uniqueness keys `keys` (see
+/// `names::PlayerName::key`; older rows may carry a legacy key), preferring the one named
+/// exactly `name`, and their password hash.
+pub async fn by_name_keys(
     db: impl PgExecutor<'_>,
-    key: &str,
+    keys: &[String],
+    name: &str,
 ) -> Result<Option<Credentials>, StoreError> {
     Ok(sqlx::query_as::<_, Credentials>(
         "SELECT p.id, p.name, pw.password_hash
          FROM players p LEFT JOIN player_passwords pw ON pw.player_id = p.id
-         WHERE p.name_key = $1",
+         WHERE p.name_key = ANY($1)
+         ORDER BY p.name = $2 DESC
+         LIMIT 1",
     )
-    .bind(key)
+    .bind(keys)
+    .bind(name)
     .fetch_optional(db)
     .await?)
 }

@@ -1032,3 +1032,94 @@ async fn a_limit_answered_before_the_body_is_read_says_connection_close(pool: Pg
     assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(refused.headers()["connection"], "close");
 }
+
+#[sqlx::test]
+async fn a_capital_i_look_alike_and_blank_or_stacked_names_are_refused(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    app.register("Alazzzxz").await;
+    let post = |name: String| {
+        app.send(
+            app.client
+                .post(app.url("/v1/players"))
+                .json(&json!({ "name": name })),
+        )
+    };
+    let look_alike = post("AIazzzxz".into()).await;
+    assert_eq!(
+        look_alike.status,
+        StatusCode::CONFLICT,
+        "{:?}",
+        look_alike.body
+    );
+    assert_eq!(look_alike.code(), "name_taken");
+    for blank in [
+        "\u{2800}".to_owned(),
+        "\u{16FE4}".to_owned(),
+        "\u{1D159}".to_owned(),
+        format!("a{}", "\u{0301}".repeat(30)),
+        "...".to_owned(),
+    ] {
+        let reply = post(blank.clone()).await;
+        assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "{blank:?}");
+        assert_eq!(reply.code(), "invalid_name");
+    }
+}
+
+#[sqlx::test]
+async fn concurrent_challenges_to_one_player_are_all_numbered(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let target = app.register(&unique("target")).await;
+    let mut challengers = Vec::new();
+    for i in 0..12 {
+        challengers.push(app.register(&unique(&format!("c{i}"))).await);
+    }
+    let challenges = challengers.iter().map(|challenger| {
+        app.post(
+            "/v1/matches",
+            &challenger.token,
+            json!({ "opponent": target.id }),
+        )
+    });
+    for reply in futures::future::join_all(challenges).await {
+        assert_eq!(reply.status, StatusCode::CREATED, "{:?}", reply.body);
+    }
+    let id: uuid::Uuid = target.id.parse().unwrap();
+    let seqs: Vec<i64> =
+        sqlx::query_scalar("SELECT seq FROM player_notices WHERE player_id = $1 ORDER BY seq")
+            .bind(id)
+            .fetch_all(&app.pool)
+            .await
+            .unwrap();
+    assert_eq!(seqs, (1..=12).collect::<Vec<i64>>());
+}
+
+#[sqlx::test]
+async fn challenges_to_one_player_are_capped_and_withdrawn_ones_cool_down(pool: PgPool) {
+    let mut settings = standard_settings();
+    settings.open_matches_per_player = 2;
+    let app = common::spawn_app_with(pool, settings).await;
+    let target = app.register(&unique("target")).await;
+    // Twenty challengers fill the target's waiting challenges; the next is refused.
+    for i in 0..20 {
+        let challenger = app.register(&unique(&format!("c{i}"))).await;
+        app.create_match(&challenger, json!({ "opponent": target.id }))
+            .await;
+    }
+    let late = app.register(&unique("late")).await;
+    let refused = app
+        .post("/v1/matches", &late.token, json!({ "opponent": target.id }))
+        .await;
+    assert_eq!(refused.status, StatusCode::CONFLICT, "{:?}", refused.body);
+    assert_eq!(refused.code(), "too_many_open_matches");
+    // Creating and withdrawing at once does not free the slot at once.
+    for _ in 0..2 {
+        let id = app.create_match(&late, json!({})).await;
+        let withdrawn = app
+            .post(&format!("/v1/matches/{id}/resign"), &late.token, json!({}))
+            .await;
+        assert_eq!(withdrawn.status, StatusCode::OK, "{:?}", withdrawn.body);
+    }
+    let again = app.post("/v1/matches", &late.token, json!({})).await;
+    assert_eq!(again.status, StatusCode::CONFLICT, "{:?}", again.body);
+    assert_eq!(again.code(), "too_many_open_matches");
+}
