@@ -36,6 +36,96 @@ pub fn complete(doc: &mut OpenApi) {
     }
     optional_participant_fields(doc);
     link_created_resources(doc);
+    discriminate(doc, "EventResource", "Event", "Event");
+    discriminate(doc, "Notice", "NoticeData", "Notice");
+}
+
+/// `shot_fired` → `ShotFired`.
+fn pascal(snake: &str) -> String {
+    snake
+        .split('_')
+        .map(|word| {
+            let mut chars = word.chars();
+            chars
+                .next()
+                .map(|first| first.to_ascii_uppercase().to_string() + chars.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// The one value a tagged variant's `kind` may take.
+fn kind_of(variant: &utoipa::openapi::schema::Object) -> Option<String> {
+    let RefOr::T(Schema::Object(kind)) = variant.properties.get("kind")? else {
+        return None;
+    };
+    match kind.enum_values.as_deref()? {
+        [serde_json::Value::String(kind)] => Some(kind.clone()),
+        _ => None,
+    }
+}
+
+/// A resource written as an envelope flattened around a tagged enum (`allOf` of the enum's
+/// `oneOf` and the envelope's object) becomes what generators type well: one flat object
+/// per kind, named `{Kind}{suffix}` (`ShotFiredEvent`), holding the envelope's fields and
+/// the kind's own, and the resource a `oneOf` of them discriminated by `kind`. The enum's
+/// own component goes.
+fn discriminate(doc: &mut OpenApi, resource: &str, tagged: &str, suffix: &str) {
+    use utoipa::openapi::schema::{Discriminator, OneOfBuilder};
+    let Some(components) = doc.components.as_mut() else {
+        return;
+    };
+    let Some(RefOr::T(Schema::OneOf(variants))) = components.schemas.get(tagged).cloned() else {
+        return;
+    };
+    let Some(RefOr::T(Schema::AllOf(wrapper))) = components.schemas.get(resource).cloned() else {
+        return;
+    };
+    let Some(envelope) = wrapper.items.iter().find_map(|item| match item {
+        RefOr::T(Schema::Object(envelope)) => Some(envelope.clone()),
+        _ => None,
+    }) else {
+        return;
+    };
+    let mut discriminator = Discriminator::new("kind");
+    let mut one_of = OneOfBuilder::new().description(wrapper.description.clone());
+    for variant in &variants.items {
+        let RefOr::T(Schema::Object(variant)) = variant else {
+            continue;
+        };
+        let Some(kind) = kind_of(variant) else {
+            continue;
+        };
+        let name = format!("{}{suffix}", pascal(&kind));
+        let mut flat = envelope.clone();
+        for (field, schema) in &variant.properties {
+            flat.properties.insert(field.clone(), schema.clone());
+        }
+        for field in &variant.required {
+            if !flat.required.contains(field) {
+                flat.required.push(field.clone());
+            }
+        }
+        flat.description = Some(
+            variant
+                .description
+                .clone()
+                .unwrap_or_else(|| format!("A `{kind}` {}.", suffix.to_lowercase())),
+        );
+        let reference = format!("#/components/schemas/{name}");
+        discriminator.mapping.insert(kind, reference);
+        one_of = one_of.item(Ref::from_schema_name(name.clone()));
+        components
+            .schemas
+            .insert(name, RefOr::T(Schema::Object(flat)));
+    }
+    components.schemas.remove(tagged);
+    components.schemas.insert(
+        resource.to_owned(),
+        RefOr::T(Schema::OneOf(
+            one_of.discriminator(Some(discriminator)).build(),
+        )),
+    );
 }
 
 /// A `POST` to a collection (`/v1/matches`, `/v1/players`) links its created `id` to every
