@@ -20,10 +20,12 @@ from statki_client.models import (
     Level,
     MatchCreatedEvent,
     MatchFinishedEvent,
-    MatchResource,
+    MatchUpdate,
     NewMatch,
     NewPlayer,
+    OpenedFleet,
     Orientation,
+    ParticipantMatch,
     Phase,
     PlayerJoinedEvent,
     Problem,
@@ -51,11 +53,12 @@ def expect(value, kind):
     return value
 
 
-def view(client, match_id) -> MatchResource:
-    return expect(get_match.sync(match_id, client=client), MatchResource)
+def view(client, match_id) -> ParticipantMatch:
+    """Our own view: a participant's, typed as such (a spectator's is another class)."""
+    return expect(get_match.sync(match_id, client=client), ParticipantMatch)
 
 
-def wait_for(client, match_id, ready) -> MatchResource:
+def wait_for(client, match_id, ready) -> ParticipantMatch:
     while True:
         current = view(client, match_id)
         if ready(current):
@@ -75,7 +78,7 @@ bots = list_bots.sync(client=me)
 assert isinstance(bots, list) and bots, f"no bots: {bots!r}"
 bot = next((b for b in bots if b.level == Level.HARD), bots[0])
 
-created = expect(create_match.sync(client=me, body=NewMatch(ruleset=RULESET, opponent=bot.id)), MatchResource)
+created = expect(create_match.sync(client=me, body=NewMatch(ruleset=RULESET, opponent=bot.id)), MatchUpdate)
 match_id = created.id
 state = wait_for(me, match_id, lambda m: m.phase != Phase.WAITING)
 
@@ -87,7 +90,7 @@ while state.phase == Phase.PLACEMENT and state.next_ship:
         position = ShipPosition(cell=hints.horizontal[0], orientation=Orientation.HORIZONTAL)
     else:
         position = ShipPosition(cell=hints.vertical[0], orientation=Orientation.VERTICAL)
-    state = expect(place_ship.sync(match_id, state.next_ship.index, client=me, body=position), MatchResource)
+    state = expect(place_ship.sync(match_id, state.next_ship.index, client=me, body=position), MatchUpdate)
 assert state.fleet_locked is True, "the whole fleet is placed and locked"
 
 # The first cell, in reading order, that is neither shot at nor known to be empty,
@@ -107,6 +110,12 @@ while True:
 
 final = view(me, match_id)
 assert final.phase == Phase.FINISHED and final.result, "the match is over with a result"
+assert str(session.id) in final.names and str(bot.id) in final.names, "a read names both players"
+# The record opens both locked fleets, every field present.
+assert isinstance(final.record, list) and len(final.record) == 2, final.record
+for opened in final.record:
+    assert isinstance(opened, OpenedFleet) and opened.commitment_verified, opened
+    assert opened.salt and opened.commitment and opened.ships
 
 # The whole feed, typed: each event is the class of its kind.
 events = []
