@@ -75,6 +75,8 @@ struct Inner {
     settings: GameSettings,
     tokens: Tokens,
     committer: commands::Committer,
+    /// The one budget for password hashing (log-in, registration, password changes).
+    hashing: crate::accounts::password::HashBudget,
 }
 
 impl App {
@@ -100,8 +102,22 @@ impl App {
                 settings,
                 tokens,
                 committer,
+                hashing: Default::default(),
             }),
         }
+    }
+
+    /// The same application with its own password-hashing budget (call right after
+    /// [`App::new`], before it is cloned; later it changes nothing).
+    pub fn with_hash_budget(mut self, budget: crate::accounts::password::HashBudget) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.hashing = budget;
+        }
+        self
+    }
+
+    pub(crate) fn hashing(&self) -> &crate::accounts::password::HashBudget {
+        &self.inner.hashing
     }
 
     /// What to call with every match position announced by any replica: a replica that
