@@ -92,9 +92,9 @@ pub(crate) fn lane_of(match_id: Uuid, lanes: usize) -> usize {
 }
 
 impl Committer {
-    /// Starts `lanes` lanes on `pool`.
-    pub fn start(pool: PgPool, lanes: usize) -> Self {
-        let cache = Arc::new(MatchCache::default());
+    /// Starts `lanes` lanes on `pool`, keeping match states in up to `kept_bytes`.
+    pub fn start(pool: PgPool, lanes: usize, kept_bytes: u64) -> Self {
+        let cache = Arc::new(MatchCache::with_bytes(kept_bytes));
         let senders: Vec<mpsc::Sender<Job>> = (0..lanes.max(1))
             .map(|_| {
                 let (jobs, queue) = mpsc::channel(QUEUE_CAPACITY);
@@ -281,8 +281,9 @@ async fn run(
             }
             Ok(Attempt::Unsure) => {
                 metrics::counter!("statki_command_batches_relocked_total").increment(1);
-                // The taken states may be stale (and are out of the cache already): give back
-                // whatever the attempt did, and decide again under the locks.
+                // The taken states may be stale: forget them, give back whatever the
+                // attempt did, and decide again under the locks.
+                forget(cache, &ids);
                 if let Some(lane) = connection.as_mut()
                     && lane.rollback().await.is_err()
                 {
@@ -293,6 +294,7 @@ async fn run(
                 // A fault is answered as one (the commit may even have gone through), but a
                 // lost deadlock stored nothing and is tried again under the locks.
                 *connection = None;
+                forget(cache, &ids);
                 if !lost_deadlock(&error) {
                     decided = Some(Err(error));
                 }
@@ -343,6 +345,12 @@ async fn run(
                 let _ = job.reply.send(Err(error.shared()));
             }
         }
+    }
+}
+
+fn forget(cache: &MatchCache, ids: &[Uuid]) {
+    for id in ids {
+        cache.forget(id);
     }
 }
 

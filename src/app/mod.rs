@@ -79,7 +79,18 @@ impl App {
     /// Builds the application over `pool` and starts its command lanes (needs a Tokio
     /// runtime).
     pub fn new(pool: PgPool, settings: GameSettings, tokens: Tokens) -> Self {
-        let committer = commands::Committer::start(pool.clone(), COMMIT_LANES);
+        Self::with_kept_states(pool, settings, tokens, cache::DEFAULT_BYTES)
+    }
+
+    /// [`App::new`], keeping the states of matches in play in up to `kept_bytes` of memory
+    /// (`STATKI_KEPT_STATES_MIB`).
+    pub fn with_kept_states(
+        pool: PgPool,
+        settings: GameSettings,
+        tokens: Tokens,
+        kept_bytes: u64,
+    ) -> Self {
+        let committer = commands::Committer::start(pool.clone(), COMMIT_LANES, kept_bytes);
         App {
             inner: Arc::new(Inner {
                 pool,
