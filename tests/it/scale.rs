@@ -199,6 +199,13 @@ async fn every_periodic_query_costs_what_is_due_not_what_is_in_play(pool: PgPool
     ));
     results.push(explained!(
         &pool,
+        "notice purge",
+        statki::store::notices::PURGE_NOTICES,
+        now - statki::housekeeping::NOTICE_RETENTION,
+        5000_i64
+    ));
+    results.push(explained!(
+        &pool,
         "idempotency key purge",
         statki::store::idempotency::PURGE_KEYS,
         now - statki::store::idempotency::KEY_LIFETIME,
@@ -330,4 +337,100 @@ async fn commands_at_a_few_matches_across_lanes_and_replicas_never_deadlock(pool
     assert_eq!(after, before, "deadlocks were detected");
     let refused: Vec<&u16> = statuses.iter().filter(|&&status| status != 200).collect();
     assert!(refused.is_empty(), "moves were answered {refused:?}");
+}
+
+#[sqlx::test]
+async fn housekeeping_applies_every_retention_policy_and_keeps_the_event_log(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let (match_id, _, _) = app.placement_match("classic").await;
+    let events_before = app.event_count().await;
+    let now: DateTime<Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let (ala, bolek) = (app.register("Ala").await, app.register("Bolek").await);
+    let ala_id: uuid::Uuid = ala.id.parse().unwrap();
+    let bolek_id: uuid::Uuid = bolek.id.parse().unwrap();
+    // Ala: three notices past the retention and a recent one; Bolek: one old notice, his
+    // latest.
+    for (player, seq, age_days) in [
+        (ala_id, 1, 40),
+        (ala_id, 2, 35),
+        (ala_id, 3, 31),
+        (ala_id, 4, 1),
+        (bolek_id, 1, 40),
+    ] {
+        sqlx::query(
+            "INSERT INTO player_notices (player_id, seq, at, kind, payload)
+             VALUES ($1, $2, $3 - $4 * interval '1 day', 'challenge', '{}')",
+        )
+        .bind(player)
+        .bind(seq)
+        .bind(now)
+        .bind(age_days as f64)
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    for (key, age_hours) in [("old", 25), ("fresh", 1)] {
+        sqlx::query(
+            "INSERT INTO idempotency_keys (player_id, key, request_hash, created_at)
+             VALUES ($1, $2, 'h', $3 - $4 * interval '1 hour')",
+        )
+        .bind(ala_id)
+        .bind(key)
+        .bind(now)
+        .bind(age_hours as f64)
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    for age_days in [8.0, 0.0] {
+        sqlx::query(
+            "INSERT INTO replicas (id, started_at, last_seen)
+             VALUES (gen_random_uuid(), $1 - interval '9 days', $1 - $2 * interval '1 day')",
+        )
+        .bind(now)
+        .bind(age_days)
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+
+    let purged = statki::housekeeping::purge(&pool, now).await.unwrap();
+    assert_eq!(
+        purged,
+        statki::housekeeping::Purged {
+            keys: 1,
+            notices: 3,
+            heartbeats: 1,
+        }
+    );
+    let notices: Vec<(uuid::Uuid, i64)> = sqlx::query_as(
+        "SELECT player_id, seq FROM player_notices WHERE player_id = ANY($1)
+         ORDER BY player_id, seq",
+    )
+    .bind(vec![ala_id, bolek_id])
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let mut expected = vec![(ala_id, 4), (bolek_id, 1)];
+    expected.sort();
+    assert_eq!(notices, expected, "each player's latest notice is kept");
+    let keys: Vec<String> =
+        sqlx::query_scalar("SELECT key FROM idempotency_keys WHERE player_id = $1")
+            .bind(ala_id)
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(keys, vec!["fresh".to_owned()]);
+    assert_eq!(
+        app.event_count().await,
+        events_before,
+        "the event log stays"
+    );
+    assert!(events_before > 0, "{match_id} has events");
+    // Nothing more is due: a second purge deletes nothing.
+    let again = statki::housekeeping::purge(&pool, now).await.unwrap();
+    assert_eq!(again, statki::housekeeping::Purged::default());
 }
