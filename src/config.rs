@@ -160,6 +160,11 @@ pub struct Config {
     #[arg(long, env = "STATKI_MAX_CONNECTIONS", default_value_t = 10_000)]
     pub max_connections: usize,
 
+    /// Memory, in MiB, for the match states a replica keeps to decide commands without a
+    /// lock round trip (under 2 KiB per match in play; the default holds over 70,000).
+    #[arg(long, env = "STATKI_KEPT_STATES_MIB", default_value_t = 128)]
+    pub kept_states_mib: u64,
+
     /// Largest database connection pool.
     #[arg(long, env = "STATKI_DB_POOL", default_value_t = 16)]
     pub db_pool: u32,

@@ -102,7 +102,13 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
         open_matches_per_player: config.open_matches_per_player,
     };
     let reader = read_pool(config)?;
-    let app = App::with_reader(pool.clone(), reader.clone(), settings, tokens);
+    let app = App::with_kept_states(
+        pool.clone(),
+        reader.clone(),
+        settings,
+        tokens,
+        config.kept_states_mib.saturating_mul(1024 * 1024),
+    );
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     // Before the first request: a command that finds a run-out clock enforces it, so time
     // lost while no replica was alive must be given back first.

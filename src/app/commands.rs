@@ -22,7 +22,7 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 use sqlx::pool::PoolConnection;
 use sqlx::{PgPool, Postgres};
-use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use super::cache::MatchCache;
@@ -75,22 +75,37 @@ struct Job {
 }
 
 /// The handle requests submit commands through; lanes run until every handle is dropped.
+///
+/// Each match belongs to one lane, chosen from its id: two commands of one match never run
+/// in two lanes at once, so two batches of one replica never wait on each other's rows.
 #[derive(Clone)]
 pub(crate) struct Committer {
-    jobs: mpsc::Sender<Job>,
+    lanes: Arc<[mpsc::Sender<Job>]>,
     cache: Arc<MatchCache>,
 }
 
+/// The lane of `match_id` among `lanes`: stable for the life of the replica.
+pub(crate) fn lane_of(match_id: Uuid, lanes: usize) -> usize {
+    // The low bits of an id are random (v4) or random-filled (v7).
+    let low = match_id.as_u128() as u64;
+    (low % lanes.max(1) as u64) as usize
+}
+
 impl Committer {
-    /// Starts `lanes` lanes on `pool`.
-    pub fn start(pool: PgPool, lanes: usize) -> Self {
-        let (jobs, queue) = mpsc::channel(QUEUE_CAPACITY);
-        let queue = Arc::new(Mutex::new(queue));
-        let cache = Arc::new(MatchCache::default());
-        for _ in 0..lanes.max(1) {
-            tokio::spawn(lane(pool.clone(), queue.clone(), cache.clone()));
+    /// Starts `lanes` lanes on `pool`, keeping match states in up to `kept_bytes`.
+    pub fn start(pool: PgPool, lanes: usize, kept_bytes: u64) -> Self {
+        let cache = Arc::new(MatchCache::with_bytes(kept_bytes));
+        let senders: Vec<mpsc::Sender<Job>> = (0..lanes.max(1))
+            .map(|_| {
+                let (jobs, queue) = mpsc::channel(QUEUE_CAPACITY);
+                tokio::spawn(lane(pool.clone(), queue, cache.clone()));
+                jobs
+            })
+            .collect();
+        Committer {
+            lanes: senders.into(),
+            cache,
         }
-        Committer { jobs, cache }
     }
 
     /// The match states the lanes keep.
@@ -116,33 +131,22 @@ impl Committer {
             kind,
             reply,
         };
-        self.jobs
-            .send(job)
-            .await
-            .map_err(|_| AppError::ShuttingDown)?;
+        let lane = &self.lanes[lane_of(match_id, self.lanes.len())];
+        lane.send(job).await.map_err(|_| AppError::ShuttingDown)?;
         answer.await.map_err(|_| AppError::ShuttingDown)?
     }
 }
 
-async fn lane(pool: PgPool, queue: Arc<Mutex<mpsc::Receiver<Job>>>, cache: Arc<MatchCache>) {
+async fn lane(pool: PgPool, mut queue: mpsc::Receiver<Job>, cache: Arc<MatchCache>) {
     let mut waiting: Vec<Job> = Vec::new();
     // The lane keeps one connection across batches (no acquire and health check per
     // batch); a batch that fails gives it up, and the next takes a fresh one.
     let mut connection: Option<LaneConnection> = None;
     loop {
-        let mut jobs = std::mem::take(&mut waiting);
-        if jobs.is_empty() {
-            // Closing the pool (shutdown) ends an idle lane, so the connection it keeps is
-            // given back and the close can finish; commands still queued are answered
-            // `unavailable` as their senders drop.
-            let mut queue = tokio::select! {
-                queue = queue.lock() => queue,
-                () = pool.close_event() => return,
-            };
+        if waiting.is_empty() {
             if queue.is_empty() && connection.as_ref().is_some_and(|lane| lane.in_transaction) {
-                // Going idle: end the transaction opened for commands another lane took,
+                // Going idle: end the transaction opened for commands that did not come,
                 // so no transaction stays open while nothing happens.
-                drop(queue);
                 if let Some(lane) = connection.as_mut()
                     && lane.commit(false).await.is_err()
                 {
@@ -150,25 +154,34 @@ async fn lane(pool: PgPool, queue: Arc<Mutex<mpsc::Receiver<Job>>>, cache: Arc<M
                 }
                 continue;
             }
+            // Closing the pool (shutdown) ends an idle lane, so the connection it keeps is
+            // given back and the close can finish; commands still queued are answered
+            // `unavailable` as their senders drop.
             let next = tokio::select! {
                 next = queue.recv() => next,
                 () = pool.close_event() => return,
             };
             match next {
-                Some(job) => jobs.push(job),
+                Some(job) => waiting.push(job),
                 None => return,
             }
-            gather(&mut queue, &mut jobs);
-        } else if let Ok(mut queue) = queue.try_lock() {
-            // Commands left over from the last batch go first; the lock may be held by a
-            // lane waiting for new commands, and they must not wait behind it.
-            gather(&mut queue, &mut jobs);
         }
-        let (batch, later) = one_per_match_and_key(jobs);
-        waiting = later;
-        let more_waiting =
-            !waiting.is_empty() || queue.try_lock().is_ok_and(|queue| !queue.is_empty());
-        run(&pool, &cache, &mut connection, batch, more_waiting).await;
+        // Commands left over from the last batch go first, then whatever is waiting, until
+        // the batch is full: a match with several commands in flight puts one in each
+        // batch and never keeps other matches' commands out.
+        let mut split = Split::default();
+        for job in std::mem::take(&mut waiting) {
+            split.push(job);
+        }
+        while split.batch.len() < BATCH_MAX {
+            match queue.try_recv() {
+                Ok(job) => split.push(job),
+                Err(_) => break,
+            }
+        }
+        waiting = split.later;
+        let more_waiting = !waiting.is_empty() || !queue.is_empty();
+        run(&pool, &cache, &mut connection, split.batch, more_waiting).await;
     }
 }
 
@@ -218,38 +231,32 @@ impl Drop for LaneConnection {
     }
 }
 
-/// Adds whatever commands are waiting, up to a full batch.
-fn gather(queue: &mut mpsc::Receiver<Job>, jobs: &mut Vec<Job>) {
-    while jobs.len() < BATCH_MAX {
-        match queue.try_recv() {
-            Ok(job) => jobs.push(job),
-            Err(_) => break,
-        }
-    }
+/// Commands split, in arrival order, into a batch with at most one command per match and
+/// per idempotency key, and the rest for later batches.
+#[derive(Default)]
+struct Split {
+    batch: Vec<Job>,
+    later: Vec<Job>,
+    matches: HashSet<Uuid>,
+    keys: HashSet<(Uuid, String)>,
 }
 
-/// Splits `jobs` into a batch with at most one command per match and per idempotency key,
-/// in arrival order, and the rest.
-fn one_per_match_and_key(jobs: Vec<Job>) -> (Vec<Job>, Vec<Job>) {
-    let mut matches = HashSet::with_capacity(jobs.len());
-    let mut keys: HashSet<(Uuid, String)> = HashSet::new();
-    let (mut batch, mut later) = (Vec::with_capacity(jobs.len()), Vec::new());
-    for job in jobs {
+impl Split {
+    fn push(&mut self, job: Job) {
         let key_free = job
             .key
             .as_ref()
-            .is_none_or(|key| !keys.contains(&(job.actor, key.key.clone())));
-        if key_free && !matches.contains(&job.match_id) {
-            matches.insert(job.match_id);
+            .is_none_or(|key| !self.keys.contains(&(job.actor, key.key.clone())));
+        if key_free && self.batch.len() < BATCH_MAX && !self.matches.contains(&job.match_id) {
+            self.matches.insert(job.match_id);
             if let Some(key) = &job.key {
-                keys.insert((job.actor, key.key.clone()));
+                self.keys.insert((job.actor, key.key.clone()));
             }
-            batch.push(job);
+            self.batch.push(job);
         } else {
-            later.push(job);
+            self.later.push(job);
         }
     }
-    (batch, later)
 }
 
 /// Runs a batch: first from the cached states of its matches when every one is cached,
@@ -274,8 +281,9 @@ async fn run(
             }
             Ok(Attempt::Unsure) => {
                 metrics::counter!("statki_command_batches_relocked_total").increment(1);
-                // The taken states may be stale (and are out of the cache already): give back
-                // whatever the attempt did, and decide again under the locks.
+                // The taken states may be stale: forget them, give back whatever the
+                // attempt did, and decide again under the locks.
+                forget(cache, &ids);
                 if let Some(lane) = connection.as_mut()
                     && lane.rollback().await.is_err()
                 {
@@ -286,6 +294,7 @@ async fn run(
                 // A fault is answered as one (the commit may even have gone through), but a
                 // lost deadlock stored nothing and is tried again under the locks.
                 *connection = None;
+                forget(cache, &ids);
                 if !lost_deadlock(&error) {
                     decided = Some(Err(error));
                 }
@@ -336,6 +345,12 @@ async fn run(
                 let _ = job.reply.send(Err(error.shared()));
             }
         }
+    }
+}
+
+fn forget(cache: &MatchCache, ids: &[Uuid]) {
+    for id in ids {
+        cache.forget(id);
     }
 }
 

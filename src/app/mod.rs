@@ -94,7 +94,19 @@ impl App {
         settings: GameSettings,
         tokens: Tokens,
     ) -> Self {
-        let committer = commands::Committer::start(pool.clone(), COMMIT_LANES);
+        Self::with_kept_states(pool, reader, settings, tokens, cache::DEFAULT_BYTES)
+    }
+
+    /// Like [`App::with_reader`], keeping the states of matches in play in up to
+    /// `kept_bytes` of memory (`STATKI_KEPT_STATES_MIB`).
+    pub fn with_kept_states(
+        pool: PgPool,
+        reader: Option<PgPool>,
+        settings: GameSettings,
+        tokens: Tokens,
+        kept_bytes: u64,
+    ) -> Self {
+        let committer = commands::Committer::start(pool.clone(), COMMIT_LANES, kept_bytes);
         App {
             inner: Arc::new(Inner {
                 pool,

@@ -1,8 +1,9 @@
 //! The bot worker: every replica runs one, and together they play every bot's moves.
 //!
-//! Pending bot work is read from the match rows themselves (a bot invited to a waiting
-//! match, a bot seat with an unlocked fleet in placement, a bot on turn in battle), so it
-//! is durable by construction: a restarted or replacement replica picks up where another
+//! Pending bot work (a bot invited to a waiting match, a bot seat with an unlocked fleet in
+//! placement, a bot on turn in battle) is queued in `bot_turns` by the write path in the
+//! statement that writes the match row, so it is durable by construction and a poll reads
+//! only what is due: a restarted or replacement replica picks up where another
 //! stopped. Each [`Worker::tick`] claims such matches with `FOR UPDATE SKIP LOCKED`, like
 //! the clock claims due deadlines, so replicas share the work without a leader and never
 //! act on one match twice; the bot decides from its own [`crate::engine::MatchView`], the

@@ -1,6 +1,7 @@
 //! Bot players and the work waiting for them: matches where a bot must join, place or
-//! shoot, and rematch offers it must answer. Everything is read from the match rows and
-//! offers themselves, so pending bot work survives any restart without a queue of its own.
+//! shoot (the `bot_turns` queue, written by the write path in the statement that writes
+//! the match row, so pending bot work is as durable as the match), and rematch offers it
+//! must answer.
 
 use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
@@ -96,13 +97,36 @@ impl From<TurnRecord> for BotTurn {
     }
 }
 
+/// The bot worker's claim (see [`claim_turns`]): the due rows of `bot_turns` (kept by the
+/// write path), through its indexes, then their matches.
+pub const CLAIM_TURNS: &str = "WITH settled AS (
+         SELECT match_id, bot, since FROM bot_turns
+         WHERE since <= $2 AND (setup OR since <= $1)
+         ORDER BY since LIMIT $4 FOR UPDATE SKIP LOCKED
+     ), urgent AS (
+         SELECT match_id, bot, since FROM bot_turns
+         WHERE deadline <= $3
+         ORDER BY deadline LIMIT $4 FOR UPDATE SKIP LOCKED
+     ), due AS (
+         SELECT match_id, bot, since FROM settled
+         UNION SELECT match_id, bot, since FROM urgent
+     )
+     SELECT m.id, m.snapshot, m.last_seq, m.created_at, d.bot, p.bot_level
+     FROM due d
+     JOIN matches m ON m.id = d.match_id
+     JOIN players p ON p.id = d.bot AND p.bot_level IS NOT NULL
+     ORDER BY d.since, m.id
+     LIMIT $4
+     FOR UPDATE OF m SKIP LOCKED";
+
 /// Locks, for this transaction, up to `limit` matches where a bot has something to do:
 /// join a match it is invited to, place its fleet, or shoot on its turn. A match qualifies
 /// once it has been still since `settled` for a shot or `setup_settled` for joining and
 /// placing (the bot's pauses), or at once when its clock runs out before `urgent`, so a bot
-/// never loses on time for pausing. Rows another transaction
-/// holds are skipped (`SKIP LOCKED`): replicas share the work, and none acts on a match
-/// twice.
+/// never loses on time for pausing. Only due rows of the `bot_turns` queue are read, so a
+/// poll costs what is due, not what is in play. Rows another transaction holds are skipped
+/// (`SKIP LOCKED`, on the queue and on the match): replicas share the work, none acts on a
+/// match twice, and the claim never waits for anyone.
 pub async fn claim_turns(
     db: impl PgExecutor<'_>,
     settled: DateTime<Utc>,
@@ -110,30 +134,13 @@ pub async fn claim_turns(
     urgent: DateTime<Utc>,
     limit: i64,
 ) -> Result<Vec<BotTurn>, StoreError> {
-    let rows = sqlx::query_as::<_, TurnRecord>(
-        "WITH bots AS (SELECT id, bot_level FROM players WHERE bot_level IS NOT NULL)
-         SELECT m.id, m.snapshot, m.last_seq, m.created_at, b.id AS bot, b.bot_level
-         FROM matches m
-         JOIN bots b ON (m.phase = 'waiting' AND m.invited = b.id)
-                     OR (m.phase IN ('placement', 'battle') AND b.id IN (m.creator, m.joiner))
-         WHERE (m.deadline <= $3
-                OR (m.phase = 'battle' AND m.updated_at <= $1)
-                OR (m.phase <> 'battle' AND m.updated_at <= $2))
-           AND (m.phase = 'waiting'
-                OR (m.phase = 'battle' AND m.turn = b.id)
-                OR (m.phase = 'placement' AND NOT EXISTS (
-                        SELECT 1 FROM match_events e
-                        WHERE e.match_id = m.id AND e.kind = 'fleet_locked' AND e.actor = b.id)))
-         ORDER BY m.updated_at
-         LIMIT $4
-         FOR UPDATE OF m SKIP LOCKED",
-    )
-    .bind(settled)
-    .bind(setup_settled)
-    .bind(urgent)
-    .bind(limit)
-    .fetch_all(db)
-    .await?;
+    let rows = sqlx::query_as::<_, TurnRecord>(CLAIM_TURNS)
+        .bind(settled)
+        .bind(setup_settled)
+        .bind(urgent)
+        .bind(limit)
+        .fetch_all(db)
+        .await?;
     Ok(rows.into_iter().map(BotTurn::from).collect())
 }
 

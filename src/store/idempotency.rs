@@ -171,6 +171,11 @@ pub async fn get(
     .await?)
 }
 
+/// One batch of the key purge (see [`purge`]).
+pub const PURGE_KEYS: &str = "DELETE FROM idempotency_keys WHERE (player_id, key) IN (
+         SELECT player_id, key FROM idempotency_keys WHERE created_at < $1
+         ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)";
+
 /// Deletes up to `batch` keys created before `before`, oldest first; returns how many.
 /// Safe for any number of replicas at once: rows another deleter holds are skipped.
 pub async fn purge(
@@ -178,14 +183,10 @@ pub async fn purge(
     before: DateTime<Utc>,
     batch: i64,
 ) -> Result<u64, StoreError> {
-    let deleted = sqlx::query(
-        "DELETE FROM idempotency_keys WHERE (player_id, key) IN (
-             SELECT player_id, key FROM idempotency_keys WHERE created_at < $1
-             ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)",
-    )
-    .bind(before)
-    .bind(batch)
-    .execute(db)
-    .await?;
+    let deleted = sqlx::query(PURGE_KEYS)
+        .bind(before)
+        .bind(batch)
+        .execute(db)
+        .await?;
     Ok(deleted.rows_affected())
 }

@@ -110,11 +110,21 @@ pub async fn insert(
         .player(0)
         .ok_or_else(|| StoreError::Corrupt("no creator".into()))?;
     let row = columns(state)?;
+    let [first, second] = to_act(state);
+    // The match row and, when a bot must act in it, its bot turn: one statement.
     sqlx::query(
-        "INSERT INTO matches (id, ruleset, ranked, phase, creator, joiner, invited, turn,
-                              deadline, wake_at, winner, reason, last_seq, snapshot,
-                              created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10, $11, $12, $13, $14, $14)",
+        "WITH inserted AS (
+             INSERT INTO matches (id, ruleset, ranked, phase, creator, joiner, invited, turn,
+                                  deadline, wake_at, winner, reason, last_seq, snapshot,
+                                  created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10, $11, $12, $13, $14, $14)
+             RETURNING id
+         )
+         INSERT INTO bot_turns (match_id, bot, setup, since, deadline)
+         SELECT i.id, p.id, $4 <> 'battle', $14, $9
+         FROM inserted i JOIN players p ON p.id IN ($15::uuid, $16::uuid)
+         WHERE p.bot_level IS NOT NULL
+         ORDER BY p.id LIMIT 1",
     )
     .bind(id)
     .bind(state.rules.ruleset.as_str())
@@ -130,10 +140,34 @@ pub async fn insert(
     .bind(last_seq)
     .bind(row.snapshot)
     .bind(at)
+    .bind(first)
+    .bind(second)
     .execute(db)
     .await
     .map_err(classify)?;
     Ok(())
+}
+
+/// The players who must act next in `state`, if any: the invited player of a waiting
+/// match, each seat still placing its fleet, the player on turn. The write path queues a
+/// bot turn when one of them is a bot.
+fn to_act(state: &Match) -> [Option<Uuid>; 2] {
+    use crate::engine::Phase;
+    match state.phase {
+        Phase::Waiting => [state.invited, None],
+        Phase::Placement => {
+            let placing = |seat: usize| {
+                state
+                    .sides
+                    .get(seat)
+                    .filter(|side| !side.fleet.is_locked())
+                    .and_then(|side| side.player)
+            };
+            [placing(0), placing(1)]
+        }
+        Phase::Battle => [state.turn.and_then(|seat| state.player(seat)), None],
+        _ => [None, None],
+    }
 }
 
 /// Loads and locks a match row for the rest of the transaction, with the database's time.
@@ -272,11 +306,16 @@ pub async fn write(
     let answers = super::idempotency::AnswerColumns::of(batch.answers);
     let releases = super::idempotency::KeyColumns::of(batch.releases);
     sqlx::query_as::<_, Written>(
-        "WITH appended AS (
+        "WITH locked AS (
+             SELECT id FROM matches
+             WHERE id = ANY($7::uuid[]) OR id = ANY($2::uuid[])
+             ORDER BY id FOR UPDATE
+         ), appended AS (
              INSERT INTO match_events (match_id, seq, at, actor, kind, payload)
              SELECT match_id, seq, $1, actor, kind, payload
              FROM UNNEST($2::uuid[], $3::bigint[], $4::uuid[], $5::text[], $6::jsonb[])
                   AS e(match_id, seq, actor, kind, payload)
+             WHERE (SELECT count(*) FROM locked) >= 0
              ON CONFLICT (match_id, seq) DO NOTHING
              RETURNING 1
          ), updated AS (
@@ -294,6 +333,7 @@ pub async fn write(
                   AS u(id, phase, joiner, turn, deadline, winner, reason, last_seq, snapshot,
                        after, unexpired_until)
              WHERE matches.id = u.id AND matches.last_seq = u.after
+               AND (SELECT count(*) FROM locked) >= 0
                AND (u.unexpired_until IS NULL OR clock_timestamp() < u.unexpired_until)
              RETURNING 1
          ), answered AS (
@@ -304,6 +344,27 @@ pub async fn write(
          ), released AS (
              DELETE FROM idempotency_keys USING UNNEST($19::uuid[], $20::text[]) AS r(player_id, key)
              WHERE idempotency_keys.player_id = r.player_id AND idempotency_keys.key = r.key
+             RETURNING 1
+         ), bots_due AS (
+             SELECT DISTINCT ON (u.id) u.id, p.id AS bot, u.phase <> 'battle' AS setup,
+                    u.deadline
+             FROM UNNEST($7::uuid[], $8::text[], $11::timestamptz[], $27::uuid[], $28::uuid[])
+                  AS u(id, phase, deadline, first, second)
+             JOIN players p ON p.id IN (u.first, u.second) AND p.bot_level IS NOT NULL
+             WHERE (SELECT count(*) FROM locked) >= 0
+             ORDER BY u.id, p.id
+         ), bots_queued AS (
+             INSERT INTO bot_turns (match_id, bot, setup, since, deadline)
+             SELECT id, bot, setup, $1, deadline FROM bots_due ORDER BY id
+             ON CONFLICT (match_id) DO UPDATE
+                 SET bot = excluded.bot, setup = excluded.setup, since = excluded.since,
+                     deadline = excluded.deadline
+             RETURNING 1
+         ), bots_done AS (
+             DELETE FROM bot_turns
+             WHERE match_id = ANY($7::uuid[])
+               AND match_id NOT IN (SELECT id FROM bots_due)
+               AND (SELECT count(*) FROM locked) >= 0
              RETURNING 1
          )
          SELECT CASE WHEN (SELECT count(*) FROM appended) = $25
@@ -340,6 +401,8 @@ pub async fn write(
     .bind(&rows.unexpired_until)
     .bind(i64::try_from(total).unwrap_or(i64::MAX))
     .bind(i64::try_from(batch.rows.len()).unwrap_or(i64::MAX))
+    .bind(&rows.first_to_act)
+    .bind(&rows.second_to_act)
     .fetch_one(db)
     .await
     .map_err(|error| match &error {
@@ -367,6 +430,8 @@ struct RowColumns {
     snapshots: Vec<Json<Snapshot>>,
     afters: Vec<i64>,
     unexpired_until: Vec<Option<DateTime<Utc>>>,
+    first_to_act: Vec<Option<Uuid>>,
+    second_to_act: Vec<Option<Uuid>>,
 }
 
 impl RowColumns {
@@ -384,6 +449,8 @@ impl RowColumns {
             snapshots: Vec::with_capacity(n),
             afters: Vec::with_capacity(n),
             unexpired_until: Vec::with_capacity(n),
+            first_to_act: Vec::with_capacity(n),
+            second_to_act: Vec::with_capacity(n),
         };
         for row in rows {
             let copy = self::columns(row.state)?;
@@ -398,6 +465,9 @@ impl RowColumns {
             columns.snapshots.push(copy.snapshot);
             columns.afters.push(row.after);
             columns.unexpired_until.push(row.unexpired_until);
+            let [first, second] = to_act(row.state);
+            columns.first_to_act.push(first);
+            columns.second_to_act.push(second);
         }
         Ok(columns)
     }
@@ -435,6 +505,10 @@ pub async fn count_open_locked(
     Ok(counts)
 }
 
+/// The clock's claim of due matches (see [`claim_due`]).
+pub const CLAIM_DUE: &str = "SELECT id, snapshot, last_seq, created_at FROM matches
+     WHERE wake_at <= $1 ORDER BY wake_at LIMIT $2 FOR UPDATE SKIP LOCKED";
+
 /// Matches whose clock may have run out by `now` (their `wake_at`, a lower bound of the
 /// deadline, has passed), earliest first, locked for this transaction; rows another
 /// transaction holds are skipped, not waited for. Each row is read as locked, so a command
@@ -444,14 +518,11 @@ pub async fn claim_due(
     now: DateTime<Utc>,
     limit: i64,
 ) -> Result<Vec<Locked>, StoreError> {
-    let rows = sqlx::query_as::<_, MatchRecord>(
-        "SELECT id, snapshot, last_seq, created_at FROM matches WHERE wake_at <= $1
-         ORDER BY wake_at LIMIT $2 FOR UPDATE SKIP LOCKED",
-    )
-    .bind(now)
-    .bind(limit)
-    .fetch_all(db)
-    .await?;
+    let rows = sqlx::query_as::<_, MatchRecord>(CLAIM_DUE)
+        .bind(now)
+        .bind(limit)
+        .fetch_all(db)
+        .await?;
     Ok(rows.into_iter().map(Locked::from).collect())
 }
 
@@ -475,14 +546,35 @@ pub async fn rearm(
     Ok(())
 }
 
-/// Count of matches per phase, for metrics.
-pub async fn count_by_phase(db: impl PgExecutor<'_>) -> Result<Vec<(String, i64)>, StoreError> {
-    Ok(
-        sqlx::query_as("SELECT phase, count(*) AS n FROM matches GROUP BY phase")
-            .fetch_all(db)
-            .await?,
-    )
+/// Folds the phase deltas the `matches` triggers appended into the per-phase counts; costs
+/// the phase changes since the last fold.
+pub const FOLD_PHASE_COUNTS: &str = "WITH folded AS (
+         DELETE FROM match_phase_deltas RETURNING phase, delta
+     )
+     INSERT INTO match_phase_counts (phase, n)
+     SELECT phase, sum(delta) FROM folded GROUP BY phase ORDER BY phase
+     ON CONFLICT (phase) DO UPDATE SET n = match_phase_counts.n + excluded.n";
+
+/// Matches per phase: the folded counts plus the deltas not folded yet.
+pub const PHASE_COUNTS: &str = "SELECT phase, sum(n)::bigint AS n FROM (
+         SELECT phase, n FROM match_phase_counts
+         UNION ALL SELECT phase, delta::bigint FROM match_phase_deltas
+     ) AS c GROUP BY phase ORDER BY phase";
+
+/// Count of matches per phase, for metrics, from the counts the triggers keep (never a
+/// count of the table). Folds the pending deltas first unless another caller is folding.
+pub async fn count_by_phase(db: &sqlx::PgPool) -> Result<Vec<(String, i64)>, StoreError> {
+    let mut tx = db.begin().await?;
+    if super::try_advisory_xact_lock(&mut *tx, PHASE_FOLD_LOCK).await? {
+        sqlx::query(FOLD_PHASE_COUNTS).execute(&mut *tx).await?;
+    }
+    let counts = sqlx::query_as(PHASE_COUNTS).fetch_all(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(counts)
 }
+
+/// The advisory lock one folder of phase deltas holds: "statkcnt" as a big-endian integer.
+const PHASE_FOLD_LOCK: i64 = i64::from_be_bytes(*b"statkcnt");
 
 /// Every match id, for whole-database checks in tests.
 #[cfg(feature = "test-support")]

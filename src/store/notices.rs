@@ -90,3 +90,27 @@ pub async fn positions(
     .fetch_all(db)
     .await?)
 }
+
+/// One batch of the notice purge (see [`purge`]): notices older than `$1`, oldest first,
+/// except each player's latest, which carries the player's numbering on.
+pub const PURGE_NOTICES: &str = "DELETE FROM player_notices WHERE (player_id, seq) IN (
+         SELECT n.player_id, n.seq FROM player_notices n
+         WHERE n.at < $1
+           AND n.seq < (SELECT max(seq) FROM player_notices l WHERE l.player_id = n.player_id)
+         ORDER BY n.at LIMIT $2 FOR UPDATE SKIP LOCKED)";
+
+/// Deletes up to `batch` notices created before `before`, never a player's latest (a
+/// stream resuming after it, and the next notice's number, still find it). Returns how
+/// many were deleted.
+pub async fn purge(
+    db: impl PgExecutor<'_>,
+    before: DateTime<Utc>,
+    batch: i64,
+) -> Result<u64, StoreError> {
+    Ok(sqlx::query(PURGE_NOTICES)
+        .bind(before)
+        .bind(batch)
+        .execute(db)
+        .await?
+        .rows_affected())
+}

@@ -84,11 +84,11 @@ pub async fn record_started(
     Ok(())
 }
 
+/// Deletes expired offers (through the index on `expires_at`).
+pub const PURGE_OFFERS: &str = "DELETE FROM rematch_offers WHERE expires_at <= $1";
+
 /// Removes offers that expired by `now`.
 pub async fn purge(db: impl PgExecutor<'_>, now: DateTime<Utc>) -> Result<u64, StoreError> {
-    let done = sqlx::query("DELETE FROM rematch_offers WHERE expires_at <= $1")
-        .bind(now)
-        .execute(db)
-        .await?;
+    let done = sqlx::query(PURGE_OFFERS).bind(now).execute(db).await?;
     Ok(done.rows_affected())
 }

@@ -19,6 +19,18 @@ pub struct Plan {
     pub alive: bool,
 }
 
+/// The clock's planning query (see [`beat_and_plan`]).
+pub const BEAT_AND_PLAN: &str = "WITH previous AS (SELECT max(last_seen) AS last FROM replicas),
+          beat AS (
+              INSERT INTO replicas (id, last_seen)
+              SELECT $1, clock_timestamp() FROM previous
+              WHERE previous.last >= clock_timestamp() - $2 * interval '1 millisecond'
+              ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen
+              RETURNING id
+          )
+     SELECT clock_timestamp() AS now, (SELECT min(wake_at) FROM matches) AS next,
+            EXISTS (SELECT 1 FROM beat) AS alive";
+
 /// Stamps this replica alive and, in the same statement, reads the database time and the
 /// earliest wake-up of any clock (see `matches::claim_due`): the clock task's whole idle
 /// cost is this one query.
@@ -27,22 +39,11 @@ pub async fn beat_and_plan(
     replica: Uuid,
     threshold: chrono::Duration,
 ) -> Result<Plan, StoreError> {
-    Ok(sqlx::query_as(
-        "WITH previous AS (SELECT max(last_seen) AS last FROM replicas),
-              beat AS (
-                  INSERT INTO replicas (id, last_seen)
-                  SELECT $1, clock_timestamp() FROM previous
-                  WHERE previous.last >= clock_timestamp() - $2 * interval '1 millisecond'
-                  ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen
-                  RETURNING id
-              )
-         SELECT clock_timestamp() AS now, (SELECT min(wake_at) FROM matches) AS next,
-                EXISTS (SELECT 1 FROM beat) AS alive",
-    )
-    .bind(replica)
-    .bind(threshold.num_milliseconds() as f64)
-    .fetch_one(db)
-    .await?)
+    Ok(sqlx::query_as(BEAT_AND_PLAN)
+        .bind(replica)
+        .bind(threshold.num_milliseconds() as f64)
+        .fetch_one(db)
+        .await?)
 }
 
 /// The advisory lock that serialises outage recovery: "statkclk" as a big-endian integer.

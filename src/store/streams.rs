@@ -57,13 +57,16 @@ pub async fn release(pool: &PgPool, id: Uuid) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Deletes the leases that ran out (through the index on `renewed_at`).
+pub const PURGE_LEASES: &str = "DELETE FROM stream_leases WHERE renewed_at < now() - $1::interval";
+
 /// Renews every lease of `replica` and deletes leases that ran out (any replica's).
 pub async fn renew(pool: &PgPool, replica: Uuid, lifetime: Duration) -> Result<(), StoreError> {
     sqlx::query("UPDATE stream_leases SET renewed_at = clock_timestamp() WHERE replica_id = $1")
         .bind(replica)
         .execute(pool)
         .await?;
-    sqlx::query("DELETE FROM stream_leases WHERE renewed_at < clock_timestamp() - $1::interval")
+    sqlx::query(PURGE_LEASES)
         .bind(interval(lifetime))
         .execute(pool)
         .await?;

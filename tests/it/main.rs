@@ -26,5 +26,6 @@ mod live;
 mod matches;
 mod queue;
 mod root_home;
+mod scale;
 mod store;
 mod verify;
