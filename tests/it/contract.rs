@@ -216,3 +216,19 @@ async fn an_idempotency_key_is_visible_ascii(pool: PgPool) {
         (StatusCode::BAD_REQUEST, "invalid_idempotency_key")
     );
 }
+
+#[sqlx::test]
+async fn a_classic_match_created_event_states_the_rules_as_played(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let ala = app.register("Ala").await;
+    let id = app.create_match(&ala, json!({"ruleset": "classic"})).await;
+    let view = app
+        .get(&format!("/v1/matches/{id}"), Some(&ala.token))
+        .await;
+    let events = app
+        .get(&format!("/v1/matches/{id}/events"), Some(&ala.token))
+        .await;
+    assert_eq!(events.body[0]["kind"], "match_created", "{:?}", events.body);
+    assert_eq!(view.body["rules"]["options"]["extra_shot_on_hit"], true);
+    assert_eq!(events.body[0]["rules"], view.body["rules"]);
+}
