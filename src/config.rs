@@ -23,6 +23,11 @@ pub struct Config {
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
 
+    /// PostgreSQL URL for reads that may lag a little (match lists, a player's history, the
+    /// ladder, stream catch-up): a streaming standby. Unset or empty: DATABASE_URL.
+    #[arg(long, env = "STATKI_READ_DATABASE_URL", hide_env_values = true)]
+    pub read_database_url: Option<String>,
+
     /// Where the embedded PostgreSQL keeps its data (only without DATABASE_URL). Default:
     /// `.statki/pgdata`; as root, when PostgreSQL's user cannot enter the working directory,
     /// `$STATE_DIRECTORY/pgdata` or `/var/lib/statki/pgdata`.
@@ -126,6 +131,12 @@ pub struct Config {
     #[arg(long, env = "STATKI_TRUSTED_PROXY_HEADER")]
     pub trusted_proxy_header: Option<axum::http::HeaderName>,
 
+    /// The balancers whose proxy header is believed: addresses or networks, comma
+    /// separated (e.g. `10.0.0.0/8,::1`). Empty: loopback only. A request from any other
+    /// peer is keyed by its TCP address whatever header it sends.
+    #[arg(long, env = "STATKI_TRUSTED_PROXIES", value_delimiter = ',', value_parser = crate::http::limits::parse_proxy)]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+
     /// Serve `/metrics` on this address of its own (e.g. one only the monitoring network
     /// reaches); the API address then answers it 404.
     #[arg(long, env = "STATKI_METRICS_LISTEN")]
@@ -184,6 +195,7 @@ impl Config {
             player: Rate::per_second(self.player_per_second, self.player_burst),
             address: Rate::per_second(self.address_per_second, self.address_burst),
             trusted_proxy_header: self.trusted_proxy_header.clone(),
+            trusted_proxies: self.trusted_proxies.clone(),
         })
     }
 }

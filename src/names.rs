@@ -2,15 +2,22 @@
 //!
 //! A name is stored in Unicode NFKC form, so `Ａla` (fullwidth) is stored as `Ala`. It may
 //! not contain control, invisible or bidirectional-control characters, which could make
-//! two names look alike or reorder the text around them. Two names are the same captain
-//! when their confusable skeletons (UTS #39) of the lower-cased name agree, so `Ala`,
-//! `ALA`, `Аla` (Cyrillic A) and `Ａla` cannot coexist.
+//! two names look alike or reorder the text around them: every default-ignorable code
+//! point, and characters that draw as blank (the braille blank, the null notehead). A
+//! name needs at least one letter or digit, and at most [`MAX_MARKS_IN_A_ROW`] combining
+//! marks may stack on one character. Two names are the same captain when their keys
+//! agree: the confusable skeleton (UTS #39) taken first, then case folded, then the
+//! skeleton and folding once more, so `Ala`, `ALA`, `Аla` (Cyrillic A), `Ａla` and `AIa`
+//! (capital I) cannot coexist.
 
 use unicode_normalization::UnicodeNormalization;
+use unicode_properties::{GeneralCategoryGroup, UnicodeGeneralCategory};
 use unicode_security::confusable_detection::skeleton;
 
 /// Longest player name, in characters (after normalisation).
 pub const NAME_MAX_CHARS: usize = 32;
+/// Most combining marks on one character.
+pub const MAX_MARKS_IN_A_ROW: usize = 3;
 
 /// Why a name was refused; the message is shown to the client.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -23,6 +30,10 @@ pub enum NameError {
     Whitespace,
     #[error("a name may not start or end with white space")]
     Padded,
+    #[error("a name needs at least one letter or digit")]
+    NoLetter,
+    #[error("a name may stack at most {MAX_MARKS_IN_A_ROW} combining marks on a character")]
+    StackedMarks,
 }
 
 /// A checked, NFKC-normalised player name.
@@ -50,6 +61,25 @@ impl PlayerName {
         if name.trim() != name {
             return Err(NameError::Padded);
         }
+        if !name.chars().any(|c| {
+            matches!(
+                c.general_category_group(),
+                GeneralCategoryGroup::Letter | GeneralCategoryGroup::Number
+            )
+        }) {
+            return Err(NameError::NoLetter);
+        }
+        let mut in_a_row = 0;
+        for c in name.chars() {
+            if c.general_category_group() == GeneralCategoryGroup::Mark {
+                in_a_row += 1;
+                if in_a_row > MAX_MARKS_IN_A_ROW {
+                    return Err(NameError::StackedMarks);
+                }
+            } else {
+                in_a_row = 0;
+            }
+        }
         Ok(Self(name))
     }
 
@@ -57,8 +87,17 @@ impl PlayerName {
         &self.0
     }
 
-    /// The uniqueness key: the confusable skeleton of the lower-cased name.
+    /// The uniqueness key: the confusable skeleton first (so a capital `I` is an `l` before
+    /// folding could make it an `i`), folded, then both again (a folded letter may have a
+    /// skeleton of its own).
     pub fn key(&self) -> String {
+        let once = skeleton(&self.0).collect::<String>().to_lowercase();
+        skeleton(&once).collect::<String>().to_lowercase()
+    }
+
+    /// The key players registered before keys took the skeleton first were given (the
+    /// skeleton of the lower-cased name); log-in looks an account up by either.
+    pub fn legacy_key(&self) -> String {
         let lower = self.0.to_lowercase();
         skeleton(&lower).collect::<String>().to_lowercase()
     }
@@ -95,6 +134,13 @@ fn is_hidden(c: char) -> bool {
                 | '\u{1BCA0}'..='\u{1BCA3}'
                 | '\u{1D173}'..='\u{1D17A}'
                 | '\u{E0000}'..='\u{E0FFF}'
+                // Default-ignorable since Unicode 14 (Khitan filler).
+                | '\u{16FE4}'
+                // Not ignorable, but drawn as nothing: braille blank, null notehead,
+                // object replacement.
+                | '\u{2800}'
+                | '\u{1D159}'
+                | '\u{FFFC}'
         )
 }
 
@@ -113,6 +159,28 @@ mod tests {
         assert_eq!(key("\u{0410}la"), latin, "Cyrillic capital A");
         assert_eq!(key("\u{FF21}la"), latin, "fullwidth capital A");
         assert_ne!(key("Ola"), latin);
+    }
+
+    #[test]
+    fn a_capital_i_is_the_look_alike_of_a_small_l() {
+        assert_eq!(key("AIazzzxz"), key("Alazzzxz"));
+        assert_ne!(key("Aiazzzxz"), key("Alazzzxz"));
+    }
+
+    #[test]
+    fn blank_and_stacked_names_are_refused() {
+        for blank in ["\u{2800}", "\u{16FE4}", "\u{1D159}", "a\u{2800}b"] {
+            assert_eq!(
+                PlayerName::parse(blank),
+                Err(NameError::Invisible),
+                "{blank:?}"
+            );
+        }
+        assert_eq!(PlayerName::parse("--"), Err(NameError::NoLetter));
+        let stacked = format!("a{}", "\u{0301}\u{0316}".repeat(15));
+        assert_eq!(PlayerName::parse(&stacked), Err(NameError::StackedMarks));
+        assert!(PlayerName::parse("Nguyễn").is_ok());
+        assert!(PlayerName::parse("7").is_ok());
     }
 
     #[test]

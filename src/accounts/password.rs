@@ -1,9 +1,14 @@
 //! Passwords: checked for length, hashed with Argon2id (RFC 9106) at the `argon2` crate's
 //! default cost (19 MiB, 2 passes, 1 lane: OWASP's recommended minimum), always off the
-//! async runtime and a few at a time, so log-ins can neither stall requests nor exhaust
-//! memory.
+//! async runtime and under one bounded budget shared by log-in, registration and password
+//! changes: half the cores hash at once (the rest keep serving games), a few more wait at
+//! most [`MAX_WAIT`], and beyond that the work is refused at once ([`HashingFailed::Busy`],
+//! answered `503` with `Retry-After`) instead of queueing without end. Callers hash while
+//! holding no database connection or lock.
 
-use std::sync::LazyLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
 
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
@@ -47,16 +52,114 @@ impl Password {
     }
 }
 
-/// Why hashing failed: a fault, never the caller's.
+/// Why hashing failed: the budget is full (retry shortly), or a fault.
 #[derive(Clone, Debug, thiserror::Error)]
-#[error("password hashing failed: {0}")]
-pub struct HashingFailed(String);
+pub enum HashingFailed {
+    #[error("password hashing is at capacity; retry shortly")]
+    Busy,
+    #[error("password hashing failed: {0}")]
+    Fault(String),
+}
 
-/// Hashes running at once; each holds 19 MiB and a core.
-static SLOTS: LazyLock<Semaphore> = LazyLock::new(|| {
-    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    Semaphore::new(cores)
-});
+/// Hashes that may wait for a slot by default; one more is refused at once.
+pub const MAX_WAITING: usize = 16;
+/// Longest a hash waits for a slot by default before it is refused.
+pub const MAX_WAIT: Duration = Duration::from_secs(2);
+
+/// The one budget for Argon2 work of an application: `slots` hashes at once, at most
+/// `max_waiting` more waiting, none longer than `max_wait`. Clones share it.
+#[derive(Clone, Debug)]
+pub struct HashBudget {
+    running: Arc<Semaphore>,
+    waiting: Arc<AtomicUsize>,
+    max_waiting: usize,
+    max_wait: Duration,
+}
+
+impl Default for HashBudget {
+    /// Half the cores (at least one) hash at once, so the rest keep serving games.
+    fn default() -> Self {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        Self::new((cores / 2).max(1), MAX_WAITING, MAX_WAIT)
+    }
+}
+
+/// Counts one waiter while it lives.
+struct Waiting(Arc<AtomicUsize>);
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl HashBudget {
+    pub fn new(slots: usize, max_waiting: usize, max_wait: Duration) -> Self {
+        Self {
+            running: Arc::new(Semaphore::new(slots.max(1))),
+            waiting: Arc::new(AtomicUsize::new(0)),
+            max_waiting,
+            max_wait,
+        }
+    }
+
+    /// Runs `work` on a blocking thread once a slot is free; refused when the budget is full.
+    async fn run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> Result<T, HashingFailed> + Send + 'static,
+    ) -> Result<T, HashingFailed> {
+        let slot = match self.running.clone().try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(_) => {
+                let max = self.max_waiting;
+                self.waiting
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                        (n < max).then_some(n + 1)
+                    })
+                    .map_err(|_| busy())?;
+                let waiting = Waiting(self.waiting.clone());
+                let slot =
+                    tokio::time::timeout(self.max_wait, self.running.clone().acquire_owned())
+                        .await
+                        .map_err(|_| busy())?
+                        .map_err(|e| HashingFailed::Fault(e.to_string()))?;
+                drop(waiting);
+                slot
+            }
+        };
+        metrics::counter!("statki_password_hashes_total").increment(1);
+        // The slot goes with the work: a caller that gives up does not free it early.
+        tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            work()
+        })
+        .await
+        .map_err(|e| HashingFailed::Fault(e.to_string()))?
+    }
+
+    /// An Argon2id PHC string for `password`, with a fresh random salt.
+    pub async fn hash(&self, password: &Password) -> Result<String, HashingFailed> {
+        let password = password.0.clone();
+        self.run(move || hash_now(&password)).await
+    }
+
+    /// Whether `password` matches `hash`. Without a hash it checks a dummy one (same cost)
+    /// and answers no.
+    pub async fn verify(
+        &self,
+        password: &Password,
+        hash: Option<String>,
+    ) -> Result<bool, HashingFailed> {
+        let password = password.0.clone();
+        self.run(move || verify_now(&password, hash.as_deref()))
+            .await
+    }
+}
+
+fn busy() -> HashingFailed {
+    metrics::counter!("statki_password_hashes_refused_total").increment(1);
+    HashingFailed::Busy
+}
 
 /// The hash checked when a name has no password (or no account), so the answer takes as
 /// long as for a wrong password.
@@ -67,11 +170,11 @@ static DUMMY: LazyLock<Result<String, HashingFailed>> = LazyLock::new(|| {
 
 fn hash_now(password: &str) -> Result<String, HashingFailed> {
     let salt = SaltString::encode_b64(&rand::random::<[u8; 16]>())
-        .map_err(|e| HashingFailed(e.to_string()))?;
+        .map_err(|e| HashingFailed::Fault(e.to_string()))?;
     Argon2::default()
         .hash_password(password.as_bytes(), &salt)
         .map(|hash| hash.to_string())
-        .map_err(|e| HashingFailed(e.to_string()))
+        .map_err(|e| HashingFailed::Fault(e.to_string()))
 }
 
 fn verify_now(password: &str, hash: Option<&str>) -> Result<bool, HashingFailed> {
@@ -79,36 +182,11 @@ fn verify_now(password: &str, hash: Option<&str>) -> Result<bool, HashingFailed>
         Some(hash) => (hash, true),
         None => (DUMMY.as_ref().map_err(Clone::clone)?.as_str(), false),
     };
-    let parsed = PasswordHash::new(hash).map_err(|e| HashingFailed(e.to_string()))?;
+    let parsed = PasswordHash::new(hash).map_err(|e| HashingFailed::Fault(e.to_string()))?;
     let matches = Argon2::default()
         .verify_password(password.as_bytes(), &parsed)
         .is_ok();
     Ok(real && matches)
-}
-
-async fn off_runtime<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, HashingFailed> + Send + 'static,
-) -> Result<T, HashingFailed> {
-    let _slot = SLOTS
-        .acquire()
-        .await
-        .map_err(|e| HashingFailed(e.to_string()))?;
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| HashingFailed(e.to_string()))?
-}
-
-/// An Argon2id PHC string for `password`, with a fresh random salt.
-pub async fn hash(password: &Password) -> Result<String, HashingFailed> {
-    let password = password.0.clone();
-    off_runtime(move || hash_now(&password)).await
-}
-
-/// Whether `password` matches `hash`. Without a hash it checks a dummy one (same cost) and
-/// answers no.
-pub async fn verify(password: &Password, hash: Option<String>) -> Result<bool, HashingFailed> {
-    let password = password.0.clone();
-    off_runtime(move || verify_now(&password, hash.as_deref())).await
 }
 
 #[cfg(test)]
@@ -127,6 +205,28 @@ mod tests {
             Password::new("x".repeat(MAX_CHARS + 1)).err(),
             Some(BadLength)
         );
+    }
+
+    async fn hash(password: &Password) -> Result<String, HashingFailed> {
+        HashBudget::default().hash(password).await
+    }
+
+    async fn verify(password: &Password, hash: Option<String>) -> Result<bool, HashingFailed> {
+        HashBudget::default().verify(password, hash).await
+    }
+
+    #[tokio::test]
+    async fn a_full_budget_refuses_at_once() {
+        let budget = HashBudget::new(1, 1, Duration::from_secs(10));
+        let password = Password::new("correct horse".into()).expect("length");
+        let started = std::time::Instant::now();
+        let results = futures::future::join_all((0..6).map(|_| budget.hash(&password))).await;
+        let busy = results
+            .iter()
+            .filter(|r| matches!(r, Err(HashingFailed::Busy)))
+            .count();
+        assert_eq!(busy, 4, "one running, one waiting");
+        assert!(started.elapsed() < Duration::from_secs(5));
     }
 
     #[tokio::test]

@@ -6,7 +6,11 @@
 //! refused by a read each time (only the holder of the signing secret can make one).
 //!
 //! A revocation commits a new instant and notifies [`TOKENS_CHANNEL`]; every replica's
-//! live listener (see `live`) applies it to its cache the moment PostgreSQL delivers it.
+//! live listener (see `live`) re-reads that player's row the moment PostgreSQL delivers
+//! it and applies what the database says. A notification is only ever a hint naming a
+//! player: any role that can connect can `NOTIFY`, so its payload's instant is never
+//! trusted (a forged one costs one row read). Deleting a player notifies too (a trigger),
+//! and the cache then remembers the player as gone, so their tokens stop at once.
 //! The instant only moves forward, so the cache keeps the latest of what it read and what
 //! it was told, and a read that raced a notification cannot bring an old value back. While
 //! the listener is down, notifications are lost: the cache is then bypassed (every request
@@ -35,6 +39,8 @@ pub const APPLIED_CHANNEL: &str = "statki_tokens_applied";
 
 /// "Never revoked": every issue instant (and a token without one) is at or after it.
 const NEVER: i64 = i64::MIN;
+/// "The player was deleted": cached so that their tokens are refused as unknown.
+const GONE: i64 = i64::MAX;
 
 /// Why a verified token is not accepted.
 #[derive(Debug, thiserror::Error)]
@@ -172,6 +178,9 @@ impl Revocations {
                 }
             }
         };
+        if valid_from == GONE {
+            return Err(Refused::UnknownPlayer);
+        }
         if issued < valid_from {
             return Err(Refused::Revoked);
         }
@@ -190,14 +199,40 @@ impl Revocations {
         *entry
     }
 
-    /// A revocation was announced: `player`'s tokens are valid from `valid_from` (µs).
-    pub fn revoked(&self, player: Uuid, valid_from: i64) {
+    /// A change to `player`'s tokens was announced: reads their row and applies what the
+    /// database says (never the announcement's payload). Returns the instant read, as
+    /// microseconds (`None`: the player does not exist, and is now cached as gone).
+    pub async fn reread(&self, player: Uuid) -> Result<Option<i64>, StoreError> {
+        let loaded = store::accounts::tokens_valid_from(&self.inner.pool, player).await?;
+        match loaded {
+            Some(valid_from) => {
+                let valid_from = micros(valid_from);
+                self.revoked(player, valid_from);
+                Ok(Some(valid_from))
+            }
+            None => {
+                self.revoked(player, GONE);
+                Ok(None)
+            }
+        }
+    }
+
+    /// `player`'s tokens are valid from `valid_from` (µs), as read from the database.
+    fn revoked(&self, player: Uuid, valid_from: i64) {
         {
             let mut state = self.write();
             let entry = state.valid_from.entry(player).or_insert(valid_from);
             *entry = (*entry).max(valid_from);
         }
         self.inner.applied.send_modify(|count| *count += 1);
+    }
+
+    /// Drops what is cached for `player` (a re-read failed); a read begun before is not
+    /// stored.
+    pub fn forget(&self, player: Uuid) {
+        let mut state = self.write();
+        state.generation += 1;
+        state.valid_from.remove(&player);
     }
 
     /// The listener went down (`false`) or (re)connected (`true`). Either way anything
@@ -242,7 +277,7 @@ impl Revocations {
                     .read()
                     .valid_from
                     .get(&token.player)
-                    .is_some_and(|&valid_from| issued < valid_from);
+                    .is_some_and(|&valid_from| issued < valid_from || valid_from == GONE);
                 if revoked {
                     return;
                 }
@@ -346,6 +381,20 @@ mod tests {
             lock(&cache.inner.acks).is_empty(),
             "nothing kept after waiting"
         );
+    }
+
+    #[tokio::test]
+    async fn a_deleted_player_is_refused_as_unknown() {
+        let cache = Revocations::new(unreachable_pool());
+        cache.listening(true);
+        let player = Uuid::new_v4();
+        cache.revoked(player, GONE);
+        assert!(matches!(
+            cache.admit(token(player, Some(1_000))).await,
+            Err(Refused::UnknownPlayer)
+        ));
+        let generation = cache.read().generation;
+        assert_eq!(cache.learn(player, 5, generation), GONE, "a late read");
     }
 
     #[tokio::test]

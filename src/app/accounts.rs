@@ -25,6 +25,12 @@ use crate::store::{self, StoreError, idempotency, players};
 /// Longest a revoking request waits for every listening replica to apply the revocation.
 const APPLY_WAIT: Duration = Duration::from_secs(2);
 
+/// Failed password attempts in a row an account may have before each further one locks
+/// it (log-in and password change together, across every replica).
+pub const FREE_ATTEMPTS: i32 = 5;
+/// Longest lock after repeated failures: the back-off doubles from 2 s up to this.
+pub const MAX_LOCK_SECONDS: i32 = 900;
+
 impl From<revocations::Refused> for AppError {
     fn from(refused: revocations::Refused) -> Self {
         match refused {
@@ -81,7 +87,7 @@ impl App {
         let name = PlayerName::parse(name).map_err(|e| AppError::InvalidName(e.to_string()))?;
         let password = password.map(Password::new).transpose()?;
         let hash = match &password {
-            Some(password) => Some(password::hash(password).await?),
+            Some(password) => Some(self.hashing().hash(password).await?),
             None => None,
         };
         let mut tx = self.pool().begin().await?;
@@ -92,7 +98,7 @@ impl App {
                 serde_json::from_value(answer).map_err(|e| AppError::Corrupt(e.to_string()))?;
             if let Some(password) = &password {
                 let stored = store::accounts::password_hash(self.pool(), first.id).await?;
-                if !password::verify(password, stored).await? {
+                if !self.hashing().verify(password, stored).await? {
                     return Err(AppError::IdempotencyMismatch);
                 }
             }
@@ -127,19 +133,44 @@ impl App {
     /// same work (one Argon2 verification).
     pub async fn log_in(&self, name: &str, password: String) -> Result<Session> {
         // Looked up by the same key registration made unique: case and look-alikes fold.
-        let credentials = match PlayerName::parse(name) {
-            Ok(name) => store::accounts::by_name_key(self.pool(), &name.key()).await?,
-            Err(_) => None,
+        let name = PlayerName::parse(name).ok();
+        let account = name.as_ref().map(PlayerName::key);
+        if let Some(account) = &account {
+            self.take_attempt(account).await?;
+        }
+        let credentials = match &name {
+            Some(name) => {
+                let keys = [name.key(), name.legacy_key()];
+                store::accounts::by_name_keys(self.pool(), &keys, name.as_str()).await?
+            }
+            None => None,
         };
         let stored = credentials.as_ref().and_then(|c| c.password_hash.clone());
-        let matches = password::verify(&Password::offered(password), stored).await?;
+        // No connection is held while hashing.
+        let matches = self
+            .hashing()
+            .verify(&Password::offered(password), stored)
+            .await?;
         let Some(credentials) = credentials.filter(|_| matches) else {
             return Err(AppError::InvalidCredentials);
         };
+        if let Some(account) = &account {
+            store::accounts::clear_attempts(self.pool(), account).await?;
+        }
         let (at, name) = store::accounts::issue_instant(self.pool(), credentials.id, None)
             .await?
             .ok_or(AppError::InvalidCredentials)?;
         self.issue(credentials.id, name, at)
+    }
+
+    /// Counts one password attempt against `account`; refused while it is locked.
+    async fn take_attempt(&self, account: &str) -> Result<()> {
+        store::accounts::take_attempt(self.pool(), account, FREE_ATTEMPTS, MAX_LOCK_SECONDS)
+            .await?
+            .map_err(|seconds| {
+                metrics::counter!("statki_password_attempts_refused_total").increment(1);
+                AppError::TooManyAttempts(u64::try_from(seconds).unwrap_or(1))
+            })
     }
 
     fn issue(&self, id: Uuid, name: String, at: DateTime<Utc>) -> Result<Session> {
@@ -174,24 +205,45 @@ impl App {
         idempotency: Option<&Idempotency>,
     ) -> Result<()> {
         let new = Password::new(new)?;
-        let hash = password::hash(&new).await?;
-        let mut tx = self.pool().begin().await?;
-        let replayed = claim_or_replay(&mut tx, caller, idempotency).await?;
-        let stored = store::accounts::lock_password(&mut *tx, caller)
+        if let Some(key) = idempotency
+            && let Some((hash, Some(_))) = idempotency::get(self.pool(), caller, &key.key).await?
+            && hash == key.request_hash
+        {
+            // A retry of a change already made: it succeeds if its password is set.
+            return self.confirm_replayed_change(caller, &new).await;
+        }
+        let (stored, account) = store::accounts::password_and_key(self.pool(), caller)
             .await?
             .ok_or(AppError::UnknownPlayer)?;
-        if replayed.is_some() {
-            return if password::verify(&new, stored).await? {
-                Ok(())
-            } else {
-                Err(AppError::IdempotencyMismatch)
-            };
-        }
-        if let Some(stored) = stored {
+        // The current password first, counted against the account, and no connection or
+        // lock held while hashing.
+        if let Some(stored) = &stored {
             let current = current.ok_or(AppError::CurrentPasswordRequired)?;
-            if !password::verify(&Password::offered(current), Some(stored)).await? {
+            self.take_attempt(&account).await?;
+            if !self
+                .hashing()
+                .verify(&Password::offered(current), Some(stored.clone()))
+                .await?
+            {
                 return Err(AppError::WrongPassword);
             }
+            store::accounts::clear_attempts(self.pool(), &account).await?;
+        }
+        let hash = self.hashing().hash(&new).await?;
+        let mut tx = self.pool().begin().await?;
+        if claim_or_replay(&mut tx, caller, idempotency)
+            .await?
+            .is_some()
+        {
+            drop(tx);
+            return self.confirm_replayed_change(caller, &new).await;
+        }
+        let locked = store::accounts::lock_password(&mut *tx, caller)
+            .await?
+            .ok_or(AppError::UnknownPlayer)?;
+        if locked != stored {
+            // Changed since it was checked: the current password given is no longer it.
+            return Err(AppError::WrongPassword);
         }
         store::accounts::set_password(&mut *tx, caller, &hash).await?;
         if let Some(key) = idempotency {
@@ -199,6 +251,16 @@ impl App {
         }
         tx.commit().await?;
         Ok(())
+    }
+
+    /// The answer to a retried password change: success if `new` is the password set.
+    async fn confirm_replayed_change(&self, caller: Uuid, new: &Password) -> Result<()> {
+        let stored = store::accounts::password_hash(self.pool(), caller).await?;
+        if self.hashing().verify(new, stored).await? {
+            Ok(())
+        } else {
+            Err(AppError::IdempotencyMismatch)
+        }
     }
 
     /// A fresh token for the holder of a still valid one.

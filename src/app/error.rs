@@ -22,8 +22,12 @@ pub enum AppError {
     RankedNeedsStandardRules(&'static str),
     #[error("a match against a bot is never ranked: create it with `ranked: false`")]
     RankedAgainstBot,
-    #[error("you already have {0} matches waiting for an opponent; withdraw one or wait")]
+    #[error(
+        "you already have {0} matches waiting for an opponent (withdrawn ones count for two minutes); withdraw one or wait"
+    )]
     TooManyOpenMatches(u32),
+    #[error("this player already has {0} challenges waiting; try later")]
+    TooManyChallenges(i64),
     #[error("this Idempotency-Key was used for a different request")]
     IdempotencyMismatch,
     #[error("a request with this Idempotency-Key is still being processed")]
@@ -44,6 +48,8 @@ pub enum AppError {
     CurrentPasswordRequired,
     #[error(transparent)]
     Hashing(#[from] crate::accounts::password::HashingFailed),
+    #[error("too many failed password attempts for this account; retry in {0} s")]
+    TooManyAttempts(u64),
     #[error("you are already waiting in the queue; leave it first to change rule set")]
     AlreadyQueued,
     #[error("you are not waiting in the queue")]
@@ -73,7 +79,9 @@ impl AppError {
             AppError::UnknownRuleset(_) => "unknown_ruleset",
             AppError::RankedNeedsStandardRules(_) => "ranked_needs_standard_rules",
             AppError::RankedAgainstBot => "ranked_against_bot",
-            AppError::TooManyOpenMatches(_) => "too_many_open_matches",
+            AppError::TooManyOpenMatches(_) | AppError::TooManyChallenges(_) => {
+                "too_many_open_matches"
+            }
             AppError::IdempotencyMismatch => "idempotency_key_reused",
             AppError::IdempotencyInProgress => "idempotency_key_in_progress",
             AppError::Token(_) | AppError::UnknownPlayer | AppError::Revoked => "unauthorized",
@@ -81,7 +89,9 @@ impl AppError {
             AppError::InvalidPassword => "invalid_password",
             AppError::WrongPassword => "wrong_password",
             AppError::CurrentPasswordRequired => "current_password_required",
+            AppError::Hashing(crate::accounts::password::HashingFailed::Busy) => "unavailable",
             AppError::Hashing(_) => "internal",
+            AppError::TooManyAttempts(_) => "rate_limited",
             AppError::AlreadyQueued => "already_queued",
             AppError::NotQueued => "not_queued",
             AppError::InMatch => "in_match",
@@ -89,6 +99,15 @@ impl AppError {
             AppError::ShuttingDown | AppError::Unavailable(_) => "unavailable",
             AppError::Database(error) if is_unavailable(error) => "unavailable",
             AppError::Database(_) | AppError::Corrupt(_) => "internal",
+        }
+    }
+
+    /// Seconds after which a retry may succeed, for the answers that say so.
+    pub fn retry_after(&self) -> Option<u64> {
+        match self {
+            AppError::TooManyAttempts(seconds) => Some((*seconds).max(1)),
+            AppError::Hashing(crate::accounts::password::HashingFailed::Busy) => Some(1),
+            _ => None,
         }
     }
 
@@ -112,9 +131,10 @@ fn is_unavailable(error: &sqlx::Error) -> bool {
         | sqlx::Error::Tls(_)
         | sqlx::Error::Protocol(_) => true,
         // Class 08: connection exceptions; 57P01–57P03: the server is shutting down or
-        // the session was terminated; 53300: too many connections.
+        // the session was terminated; 53300: too many connections; 25006: a write reached
+        // a server that is (now) a read-only standby, as during a failover's switch.
         sqlx::Error::Database(db) => db.code().is_some_and(|code| {
-            code.starts_with("08") || code.starts_with("57P") || code == "53300"
+            code.starts_with("08") || code.starts_with("57P") || code == "53300" || code == "25006"
         }),
         _ => false,
     }

@@ -11,6 +11,12 @@ use super::{App, AppError, Result};
 use crate::engine::{Cell, Command, HouseOptions, Match, MatchRules, RuleSetId};
 use crate::store::{self, players};
 
+/// Seconds a cancelled match still counts against its creator's cap of open matches, so
+/// creating and withdrawing challenges in a loop cannot flood their target.
+pub const WITHDRAWN_COOL_DOWN_SECONDS: i64 = 120;
+/// Most direct challenges that may wait for one player at once, from everyone together.
+pub const CHALLENGES_PER_TARGET: i64 = 20;
+
 impl App {
     /// Resolves a lobby's request into the rules the match will be played by.
     pub fn resolve_rules(&self, request: &NewMatch) -> Result<MatchRules> {
@@ -65,8 +71,18 @@ impl App {
             return Ok(Answer::Replayed(answer));
         }
         let limit = self.settings().open_matches_per_player;
-        if store::matches::count_waiting_locked(&mut tx, creator).await? >= i64::from(limit) {
+        let (open, challenges) = store::matches::count_open_locked(
+            &mut tx,
+            creator,
+            request.opponent,
+            WITHDRAWN_COOL_DOWN_SECONDS,
+        )
+        .await?;
+        if open >= i64::from(limit) {
             return Err(AppError::TooManyOpenMatches(limit));
+        }
+        if challenges >= CHALLENGES_PER_TARGET {
+            return Err(AppError::TooManyChallenges(CHALLENGES_PER_TARGET));
         }
         let now = store::now(&mut *tx).await?;
         let created = Match::create(creator, rules, request.ranked, request.opponent, now)?;

@@ -384,7 +384,7 @@ fn describe_responses(operation: &mut Operation) {
             response.description = reason.to_owned();
         }
         if let RefOr::T(response) = response
-            && status == "429"
+            && (status == "429" || status == "503")
         {
             response.headers.insert(
                 "Retry-After".to_owned(),

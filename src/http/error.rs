@@ -115,7 +115,12 @@ pub struct ApiError {
     pub status: StatusCode,
     pub code: ErrorCode,
     pub detail: String,
+    /// `Retry-After` in seconds, when a retry later may succeed.
+    pub retry_after: Option<u64>,
 }
+
+/// `Retry-After` of every `503 unavailable`: the database is restarting or failing over.
+pub const UNAVAILABLE_RETRY_AFTER_SECONDS: u64 = 2;
 
 impl ApiError {
     pub fn new(status: StatusCode, code: ErrorCode, detail: impl Into<String>) -> Self {
@@ -123,6 +128,15 @@ impl ApiError {
             status,
             code,
             detail: detail.into(),
+            retry_after: None,
+        }
+    }
+
+    /// The same error with `Retry-After: seconds`.
+    pub fn retry_after(self, seconds: Option<u64>) -> Self {
+        Self {
+            retry_after: seconds,
+            ..self
         }
     }
 
@@ -149,6 +163,17 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        // A database failover takes a few seconds (docs/operations.md), so every 503 says
+        // when to come back even where the error carries no figure of its own.
+        let retry_after = self
+            .retry_after
+            .or((self.status == StatusCode::SERVICE_UNAVAILABLE)
+                .then_some(UNAVAILABLE_RETRY_AFTER_SECONDS));
+        if let Some(seconds) = retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
         if self.status == StatusCode::UNAUTHORIZED {
             response
                 .headers_mut()
@@ -186,6 +211,7 @@ fn status_of(error: &AppError) -> StatusCode {
         AppError::NotFound(_) | AppError::NotQueued => StatusCode::NOT_FOUND,
         AppError::NameTaken(_)
         | AppError::TooManyOpenMatches(_)
+        | AppError::TooManyChallenges(_)
         | AppError::IdempotencyInProgress
         | AppError::AlreadyQueued
         | AppError::InMatch
@@ -202,6 +228,7 @@ fn status_of(error: &AppError) -> StatusCode {
         | AppError::Revoked
         | AppError::InvalidCredentials => StatusCode::UNAUTHORIZED,
         AppError::WrongPassword => StatusCode::FORBIDDEN,
+        AppError::TooManyAttempts(_) => StatusCode::TOO_MANY_REQUESTS,
         AppError::ShuttingDown
         | AppError::Hashing(_)
         | AppError::Unavailable(_)
@@ -246,16 +273,19 @@ impl ErrorCode {
 impl From<AppError> for ApiError {
     fn from(error: AppError) -> Self {
         let status = status_of(&error);
+        let retry_after = error.retry_after();
         // Every application code is one of ours (a test holds each kind to it); a stray one
         // would be a fault of ours, told as such rather than as an unlisted code.
         let code = ErrorCode::parse(error.code()).unwrap_or(ErrorCode::Internal);
         if status == StatusCode::SERVICE_UNAVAILABLE {
-            tracing::error!(%error, "database unavailable");
-            return ApiError::new(
-                status,
-                code,
-                "the database is unavailable; nothing was changed, retry shortly",
-            );
+            let detail = if retry_after.is_some() {
+                tracing::warn!(%error, "at capacity");
+                "the service is at capacity; nothing was changed, retry shortly"
+            } else {
+                tracing::error!(%error, "database unavailable");
+                "the database is unavailable; nothing was changed, retry shortly"
+            };
+            return ApiError::new(status, code, detail).retry_after(retry_after);
         }
         if status.is_server_error() {
             tracing::error!(%error, "internal error");
@@ -265,7 +295,7 @@ impl From<AppError> for ApiError {
                 "an internal error occurred; nothing was changed",
             );
         }
-        ApiError::new(status, code, error.to_string())
+        ApiError::new(status, code, error.to_string()).retry_after(retry_after)
     }
 }
 
@@ -367,6 +397,9 @@ mod tests {
             AppError::CurrentPasswordRequired,
             AppError::RankedAgainstBot,
             AppError::TooManyOpenMatches(5),
+            AppError::TooManyAttempts(5),
+            AppError::TooManyChallenges(20),
+            AppError::Hashing(crate::accounts::password::HashingFailed::Busy),
             AppError::ShuttingDown,
             AppError::Unavailable(String::new()),
             AppError::Corrupt(String::new()),

@@ -6,9 +6,18 @@
 //! a limit is answered `429 rate_limited` with `Retry-After` and the draft IETF
 //! `RateLimit-Policy` / `RateLimit` headers, and changes nothing.
 //!
-//! The client address is the TCP peer's, unless a trusted proxy header is configured: then
-//! it is the last address that header carries (the one the balancer itself added), and a
-//! client cannot choose its own bucket by sending the header.
+//! The client address is the TCP peer's, unless a trusted proxy header is configured and
+//! the peer is one of the configured proxy addresses (by default loopback only): then it
+//! is the last address that header carries (the one the balancer itself added), so a
+//! client cannot choose its own bucket by sending the header, even to a replica it reaches
+//! directly. IPv6 addresses are keyed by their /64, the block one subscriber is given.
+//!
+//! A token is charged to its player only once the revocation cache has admitted it: a
+//! revoked token, or one of a deleted player, counts against its address alone, so it
+//! cannot be used to exhaust its player's budget.
+//!
+//! These limits are per replica (see docs/security.md); the per-account log-in back-off
+//! (`accounts::attempts`) is kept in the database and holds across replicas.
 
 use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU32;
@@ -22,6 +31,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use ipnet::IpNet;
 use uuid::Uuid;
 
 use super::AppState;
@@ -76,6 +86,29 @@ pub struct RateLimitSettings {
     /// A header set by a trusted balancer that carries the client address
     /// (`x-forwarded-for`, `x-real-ip`, …). Unset: the TCP peer address.
     pub trusted_proxy_header: Option<HeaderName>,
+    /// The peers whose `trusted_proxy_header` is believed; empty: loopback only.
+    pub trusted_proxies: Vec<IpNet>,
+}
+
+/// Parses a proxy address or network (`10.0.0.5`, `10.0.0.0/8`, `::1`).
+pub fn parse_proxy(text: &str) -> Result<IpNet, String> {
+    let text = text.trim();
+    text.parse::<IpNet>()
+        .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
+        .map_err(|_| format!("`{text}` is neither an IP address nor a network"))
+}
+
+/// The key a client address is limited by: IPv6 addresses by their /64.
+pub fn address_key(address: IpAddr) -> IpAddr {
+    match address {
+        IpAddr::V4(_) => address,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(std::net::Ipv6Addr::from(
+                v6.to_bits() & !((1u128 << 64) - 1),
+            )),
+        },
+    }
 }
 
 impl Default for RateLimitSettings {
@@ -86,6 +119,7 @@ impl Default for RateLimitSettings {
             player: Rate::per_second(50, 100),
             address: Rate::per_second(500, 1000),
             trusted_proxy_header: None,
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -129,17 +163,31 @@ impl RateLimits {
         })
     }
 
-    /// The client address of a request: the trusted header's last entry, else the peer.
+    /// Whether `peer` is a proxy whose header is believed.
+    fn trusted_peer(&self, peer: IpAddr) -> bool {
+        let peer = peer.to_canonical();
+        if self.settings.trusted_proxies.is_empty() {
+            return peer.is_loopback();
+        }
+        self.settings
+            .trusted_proxies
+            .iter()
+            .any(|net| net.contains(&peer))
+    }
+
+    /// The key of a request's client address: the trusted header's last entry when the
+    /// peer is a trusted proxy, else the peer; IPv6 by its /64.
     pub fn client_address(&self, headers: &HeaderMap, peer: Option<IpAddr>) -> Option<IpAddr> {
         let from_header = self
             .settings
             .trusted_proxy_header
             .as_ref()
+            .filter(|_| peer.is_some_and(|peer| self.trusted_peer(peer)))
             .and_then(|name| headers.get_all(name).iter().next_back())
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.rsplit(',').next())
             .and_then(|last| last.trim().parse::<IpAddr>().ok());
-        from_header.or(peer)
+        from_header.or(peer).map(address_key)
     }
 
     fn housekeeping(&self) {
@@ -169,7 +217,7 @@ fn check<K: std::hash::Hash + Eq + Clone>(
         .map(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
 }
 
-fn refused(limiter: Limiter, wait: Duration) -> Response {
+fn refused(limiter: Limiter, wait: Duration, close: bool) -> Response {
     metrics::counter!("statki_rate_limited_total", "limit" => limiter.name).increment(1);
     let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
     let seconds = seconds.max(1);
@@ -198,6 +246,10 @@ fn refused(limiter: Limiter, wait: Duration) -> Response {
     if let Ok(value) = HeaderValue::from_str(&format!("\"{}\";r=0;t={seconds}", limiter.name)) {
         headers.insert(HeaderName::from_static("ratelimit"), value);
     }
+    if close {
+        // The body was never read, so the connection cannot carry another request: say so.
+        headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
     response
 }
 
@@ -206,14 +258,27 @@ fn exempt(path: &str) -> bool {
     matches!(path, "/healthz" | "/readyz" | "/metrics")
 }
 
-/// The player a request's bearer token names, if it is valid.
-fn bearer_player(state: &AppState, headers: &HeaderMap) -> Option<Uuid> {
+/// The player a request's bearer token names, if it is valid, unrevoked and theirs (the
+/// revocation cache answers without the database for players it knows).
+async fn bearer_player(state: &AppState, headers: &HeaderMap) -> Option<Uuid> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     if !scheme.eq_ignore_ascii_case("bearer") {
         return None;
     }
-    state.app.tokens().verify(token.trim()).ok()
+    let verified = state.app.tokens().verify_claims(token.trim()).ok()?;
+    state.live.revocations().admit(verified).await.ok()?;
+    Some(verified.player)
+}
+
+/// Whether the request carries a body hyper would have to read before the next request.
+fn has_body(request: &Request) -> bool {
+    let headers = request.headers();
+    headers.contains_key(header::TRANSFER_ENCODING)
+        || headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|length| length.trim() != "0")
 }
 
 /// The middleware: checks the address, the route's own limit and the player.
@@ -225,6 +290,7 @@ pub async fn enforce(State(state): State<AppState>, request: Request, next: Next
     if exempt(path) {
         return next.run(request).await;
     }
+    let close = has_body(&request) && request.version() <= axum::http::Version::HTTP_11;
     limits.housekeeping();
     let settings = &limits.settings;
     let peer = request
@@ -255,21 +321,21 @@ pub async fn enforce(State(state): State<AppState>, request: Request, next: Next
             rate: settings.address,
         };
         if let Some(wait) = check(&limits.address, &address) {
-            return refused(address_limit, wait);
+            return refused(address_limit, wait, close);
         }
         if let Some((limiter, which)) = route_limit
             && let Some(wait) = check(limiter, &address)
         {
-            return refused(which, wait);
+            return refused(which, wait, close);
         }
     }
-    if let Some(player) = bearer_player(&state, request.headers()) {
+    if let Some(player) = bearer_player(&state, request.headers()).await {
         let which = Limiter {
             name: "player",
             rate: settings.player,
         };
         if let Some(wait) = check(&limits.player, &player) {
-            return refused(which, wait);
+            return refused(which, wait, close);
         }
     }
     next.run(request).await
@@ -309,6 +375,35 @@ mod tests {
             limits(Some("x-forwarded-for")).client_address(&headers, Some(peer)),
             Some("203.0.113.9".parse().expect("ip"))
         );
+    }
+
+    #[test]
+    fn the_header_is_believed_only_from_a_trusted_proxy() {
+        let mut headers = HeaderMap::new();
+        headers.insert("x-forwarded-for", HeaderValue::from_static("203.0.113.9"));
+        let limits = RateLimits::new(RateLimitSettings {
+            trusted_proxy_header: Some(HeaderName::from_static("x-forwarded-for")),
+            trusted_proxies: vec![parse_proxy("10.1.0.0/16").expect("net")],
+            ..RateLimitSettings::default()
+        });
+        let proxy: IpAddr = "10.1.2.3".parse().expect("ip");
+        let direct: IpAddr = "198.51.100.7".parse().expect("ip");
+        assert_eq!(
+            limits.client_address(&headers, Some(proxy)),
+            Some("203.0.113.9".parse().expect("ip"))
+        );
+        assert_eq!(limits.client_address(&headers, Some(direct)), Some(direct));
+    }
+
+    #[test]
+    fn ipv6_addresses_share_their_64() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().expect("ip");
+        let b: IpAddr = "2001:db8:1:2:ffff::9".parse().expect("ip");
+        let c: IpAddr = "2001:db8:1:3::1".parse().expect("ip");
+        assert_eq!(address_key(a), address_key(b));
+        assert_ne!(address_key(a), address_key(c));
+        let v4: IpAddr = "192.0.2.1".parse().expect("ip");
+        assert_eq!(address_key(v4), v4);
     }
 
     #[test]

@@ -1,6 +1,10 @@
 //! The one `LISTEN` connection of a replica: reconnects with back-off, reads `id:seq`
 //! positions off the match and notice channels for the fan-out, and applies (and
-//! acknowledges) token revocations. While it is down the revocation cache is bypassed,
+//! acknowledges) token revocations. Every notification is a hint, never a value: any role
+//! that can connect may `NOTIFY`. A position makes the fan-out read the database (a forged
+//! one costs a read and at worst drops a kept state); a token notification makes the
+//! revocation cache re-read the player's row; an acknowledgement only shortens the
+//! revoking request's bounded wait. While it is down the revocation cache is bypassed,
 //! and after every (re)connection the sweep re-reads every followed position, since
 //! notifications sent meanwhile are gone.
 
@@ -114,20 +118,42 @@ fn on_notification(inner: &Arc<Inner>, channel: &str, payload: &str) {
 }
 
 fn on_position(inner: &Arc<Inner>, channel: &str, payload: &str) {
-    let Some((id, seq)) = parse_position(payload) else {
-        tracing::warn!(channel, payload, "live: unreadable notification");
-        return;
-    };
     if channel == TOKENS_CHANNEL {
-        inner.revocations.revoked(id, seq);
-        let (pool, payload) = (inner.pool.clone(), payload.to_owned());
+        // Only the player is taken from the payload; the instant is read from the row.
+        let player = payload
+            .split(':')
+            .next()
+            .and_then(|id| id.parse::<Uuid>().ok());
+        let Some(player) = player else {
+            tracing::warn!(channel, payload, "live: unreadable notification");
+            return;
+        };
+        let inner = inner.clone();
         tokio::spawn(async move {
-            let acknowledged = store::accounts::notify(&pool, APPLIED_CHANNEL, &payload).await;
+            let valid_from = match inner.revocations.reread(player).await {
+                Ok(Some(valid_from)) => valid_from,
+                Ok(None) => return,
+                Err(error) => {
+                    // Not trusted any more: the next request reads the row itself.
+                    tracing::warn!(%error, "live: cannot re-read a player's tokens");
+                    inner.revocations.forget(player);
+                    return;
+                }
+            };
+            let payload = format!("{player}:{valid_from}");
+            let acknowledged =
+                store::accounts::notify(&inner.pool, APPLIED_CHANNEL, &payload).await;
             if let Err(error) = acknowledged {
                 tracing::warn!(%error, "live: cannot acknowledge a token revocation");
             }
         });
-    } else if channel == APPLIED_CHANNEL {
+        return;
+    }
+    let Some((id, seq)) = parse_position(payload) else {
+        tracing::warn!(channel, payload, "live: unreadable notification");
+        return;
+    };
+    if channel == APPLIED_CHANNEL {
         inner.revocations.acknowledged(id, seq);
     } else if channel == Matches::CHANNEL {
         if let Ok(watchers) = inner.position_watchers.read() {

@@ -24,18 +24,23 @@ impl std::fmt::Debug for Credentials {
     }
 }
 
-/// The player whose name has the uniqueness key `key` (see `names::PlayerName::key`), and
-/// their password hash.
-pub async fn by_name_key(
+/// The player whose name has one of the uniqueness keys `keys` (see
+/// `names::PlayerName::key`; older rows may carry a legacy key), preferring the one named
+/// exactly `name`, and their password hash.
+pub async fn by_name_keys(
     db: impl PgExecutor<'_>,
-    key: &str,
+    keys: &[String],
+    name: &str,
 ) -> Result<Option<Credentials>, StoreError> {
     Ok(sqlx::query_as::<_, Credentials>(
         "SELECT p.id, p.name, pw.password_hash
          FROM players p LEFT JOIN player_passwords pw ON pw.player_id = p.id
-         WHERE p.name_key = $1",
+         WHERE p.name_key = ANY($1)
+         ORDER BY p.name = $2 DESC
+         LIMIT 1",
     )
-    .bind(key)
+    .bind(keys)
+    .bind(name)
     .fetch_optional(db)
     .await?)
 }
@@ -213,5 +218,68 @@ pub async fn listeners(db: impl PgExecutor<'_>, application_name: &str) -> Resul
     )
     .bind(application_name)
     .fetch_one(db)
+    .await?)
+}
+
+/// Takes one password attempt for `account` (a name key): counts it as a failure until
+/// [`clear_attempts`] says it succeeded. After `free` failures in a row each further one
+/// locks the account for twice as long as the last (2 s, 4 s, … at most `max_seconds`);
+/// a count untouched for a day starts again. `Err(seconds)`: locked, retry then.
+pub async fn take_attempt(
+    db: impl PgExecutor<'_>,
+    account: &str,
+    free: i32,
+    max_seconds: i32,
+) -> Result<Result<(), i64>, StoreError> {
+    // One statement: concurrent attempts are counted one by one, none slips past a lock.
+    let (taken, wait): (bool, i64) = sqlx::query_as(
+        "WITH taken AS (
+             INSERT INTO password_attempts AS a (account, failures, locked_until, updated_at)
+             VALUES ($1, 1, clock_timestamp(), clock_timestamp())
+             ON CONFLICT (account) DO UPDATE
+             SET failures = CASE WHEN a.updated_at < clock_timestamp() - interval '1 day'
+                                 THEN 1 ELSE a.failures + 1 END,
+                 locked_until = clock_timestamp() + CASE
+                     WHEN a.updated_at < clock_timestamp() - interval '1 day' OR a.failures + 1 < $2
+                     THEN interval '0'
+                     ELSE least($3::float8, 2 ^ least(a.failures + 2 - $2, 30)) * interval '1 second'
+                 END,
+                 updated_at = clock_timestamp()
+             WHERE a.locked_until <= clock_timestamp()
+             RETURNING 1
+         )
+         SELECT EXISTS (SELECT FROM taken),
+                coalesce((SELECT ceil(extract(epoch FROM locked_until - clock_timestamp()))::bigint
+                          FROM password_attempts WHERE account = $1), 0)",
+    )
+    .bind(account)
+    .bind(free)
+    .bind(max_seconds)
+    .fetch_one(db)
+    .await?;
+    Ok(if taken { Ok(()) } else { Err(wait.max(1)) })
+}
+
+/// The attempt succeeded: `account` starts again with no failures.
+pub async fn clear_attempts(db: impl PgExecutor<'_>, account: &str) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM password_attempts WHERE account = $1")
+        .bind(account)
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
+/// A player's password hash (if any) and name key; `None` when the player does not exist.
+pub async fn password_and_key(
+    db: impl PgExecutor<'_>,
+    player: Uuid,
+) -> Result<Option<(Option<String>, String)>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT pw.password_hash, p.name_key
+         FROM players p LEFT JOIN player_passwords pw ON pw.player_id = p.id
+         WHERE p.id = $1",
+    )
+    .bind(player)
+    .fetch_optional(db)
     .await?)
 }

@@ -403,23 +403,36 @@ impl RowColumns {
     }
 }
 
-/// How many matches `creator` has waiting for an opponent. Locks the creator's row first
-/// (without blocking foreign-key checks), so two concurrent creations by one player are
-/// counted one after the other and cannot both slip under a cap.
-pub async fn count_waiting_locked(
+/// What counts against a new match's caps, with `creator` (and `target`, a challenged
+/// player) locked for this transaction, in id order, so concurrent creations are counted one
+/// by one: the creator's matches waiting for an opponent plus those they cancelled created
+/// within the last `cool_down_seconds` (so creating and withdrawing at once cannot flood
+/// anyone), and the direct challenges waiting for `target`.
+pub async fn count_open_locked(
     tx: &mut sqlx::PgConnection,
     creator: Uuid,
-) -> Result<i64, StoreError> {
-    sqlx::query("SELECT 1 FROM players WHERE id = $1 FOR NO KEY UPDATE")
-        .bind(creator)
-        .fetch_optional(&mut *tx)
+    target: Option<Uuid>,
+    cool_down_seconds: i64,
+) -> Result<(i64, i64), StoreError> {
+    let ids: Vec<Uuid> = [Some(creator), target].into_iter().flatten().collect();
+    sqlx::query("SELECT 1 FROM players WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE")
+        .bind(&ids)
+        .fetch_all(&mut *tx)
         .await?;
-    let count =
-        sqlx::query_scalar("SELECT count(*) FROM matches WHERE creator = $1 AND phase = 'waiting'")
-            .bind(creator)
-            .fetch_one(&mut *tx)
-            .await?;
-    Ok(count)
+    let counts = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM matches
+                 WHERE creator = $1
+                   AND (phase = 'waiting'
+                        OR (phase = 'cancelled'
+                            AND created_at > clock_timestamp() - make_interval(secs => $3)))),
+                (SELECT count(*) FROM matches WHERE invited = $2 AND phase = 'waiting')",
+    )
+    .bind(creator)
+    .bind(target)
+    .bind(cool_down_seconds as f64)
+    .fetch_one(&mut *tx)
+    .await?;
+    Ok(counts)
 }
 
 /// Matches whose clock may have run out by `now` (their `wake_at`, a lower bound of the

@@ -19,7 +19,8 @@ pub struct Notice {
 }
 
 /// Appends a notice to `player`'s feed inside the caller's transaction and announces it
-/// at commit. Per-player numbering is serialised with an advisory lock on the player. The
+/// at commit. The number is taken from the player's row in `player_notice_heads`, whose
+/// row lock serialises concurrent notices to one player (held to the commit). The
 /// players the payload names (`from`, `player`, `opponent`) get their names beside it, in
 /// `names`, by id.
 pub async fn push(
@@ -29,15 +30,19 @@ pub async fn push(
     payload: &Value,
 ) -> Result<i64, StoreError> {
     let seq: i64 = sqlx::query_scalar(
-        "WITH lock AS (SELECT pg_advisory_xact_lock(hashtextextended($1::text, 7)))
+        "WITH head AS (
+             INSERT INTO player_notice_heads AS h (player_id, last_seq) VALUES ($1, 1)
+             ON CONFLICT (player_id) DO UPDATE SET last_seq = h.last_seq + 1
+             RETURNING last_seq
+         )
          INSERT INTO player_notices (player_id, seq, kind, payload)
-         SELECT $1, coalesce((SELECT max(seq) FROM player_notices WHERE player_id = $1), 0) + 1, $2,
+         SELECT $1, head.last_seq, $2,
                 $3::jsonb || jsonb_build_object('names', coalesce(
                     (SELECT jsonb_object_agg(p.id, p.name) FROM players p
                      WHERE p.id::text IN ($3::jsonb ->> 'from', $3::jsonb ->> 'player',
                                           $3::jsonb ->> 'opponent')),
                     '{}'::jsonb))
-         FROM lock
+         FROM head
          RETURNING seq",
     )
     .bind(player)

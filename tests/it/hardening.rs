@@ -748,3 +748,385 @@ async fn the_per_player_stream_cap_holds_across_replicas(pool: PgPool) {
         "the closed stream's lease was given back"
     );
 }
+
+// Second round: what an attacker still broke.
+
+/// Runs `sql` as the read-only auditor role.
+async fn as_auditor(
+    pool: &PgPool,
+    sql: &'static str,
+) -> Result<Vec<sqlx::postgres::PgRow>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SET LOCAL ROLE statki_auditor")
+        .execute(&mut *tx)
+        .await?;
+    let rows = sqlx::query(sql).fetch_all(&mut *tx).await;
+    // A notification is delivered at commit.
+    tx.commit().await?;
+    rows
+}
+
+#[sqlx::test]
+async fn a_forged_revocation_notice_locks_nobody_out(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let victim = app.register(&unique("victim")).await;
+    let other = app.register(&unique("other")).await;
+    assert_eq!(
+        app.get("/v1/me", Some(&victim.token)).await.status,
+        StatusCode::OK
+    );
+    as_auditor(
+        &app.pool,
+        "SELECT pg_notify('statki_tokens', id || ':9007199254740991000') FROM players",
+    )
+    .await
+    .expect("any role may notify");
+    // A real revocation after it: once it is acknowledged, the forged notices (sent first,
+    // on the same channel) have been handled too.
+    let revoked = app.delete("/v1/me/tokens", &other.token).await;
+    assert_eq!(revoked.status, StatusCode::OK, "{:?}", revoked.body);
+    for _ in 0..10 {
+        let me = app.get("/v1/me", Some(&victim.token)).await;
+        assert_eq!(me.status, StatusCode::OK, "{:?}", me.body);
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    let fresh = revoked.body["token"].as_str().unwrap();
+    assert_eq!(app.get("/v1/me", Some(fresh)).await.status, StatusCode::OK);
+    assert_eq!(
+        app.get("/v1/me", Some(&other.token)).await.status,
+        StatusCode::UNAUTHORIZED,
+        "the real revocation still holds"
+    );
+}
+
+#[sqlx::test]
+async fn a_deleted_players_cached_token_stops_at_once(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let gone = app.register(&unique("gone")).await;
+    // Cached by this replica.
+    assert_eq!(
+        app.get("/v1/me", Some(&gone.token)).await.status,
+        StatusCode::OK
+    );
+    let id: uuid::Uuid = gone.id.parse().unwrap();
+    sqlx::query("DELETE FROM players WHERE id = $1")
+        .bind(id)
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    let mut status = StatusCode::OK;
+    for _ in 0..50 {
+        status = app
+            .get(
+                &format!("/v1/players/{}/matches", gone.id),
+                Some(&gone.token),
+            )
+            .await
+            .status;
+        if status == StatusCode::UNAUTHORIZED {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[sqlx::test]
+async fn a_revoked_token_cannot_spend_its_players_budget(pool: PgPool) {
+    let app = spawn_limited(
+        pool,
+        RateLimitSettings {
+            player: Rate::per_minute(3, 3),
+            ..RateLimitSettings::default()
+        },
+    )
+    .await;
+    let victim = app.register(&unique("victim")).await;
+    let fresh = app.delete("/v1/me/tokens", &victim.token).await;
+    assert_eq!(fresh.status, StatusCode::OK);
+    let fresh = fresh.body["token"].as_str().unwrap().to_owned();
+    for _ in 0..20 {
+        let stolen = app.get("/v1/me", Some(&victim.token)).await;
+        assert_eq!(stolen.status, StatusCode::UNAUTHORIZED, "{:?}", stolen.body);
+    }
+    let me = app.get("/v1/me", Some(&fresh)).await;
+    assert_eq!(me.status, StatusCode::OK, "{:?}", me.body);
+}
+
+async fn log_in(app: &TestApp, name: &str, password: &str) -> reqwest::Response {
+    app.client
+        .post(app.url("/v1/sessions"))
+        .json(&json!({ "name": name, "password": password }))
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn register_with_password(app: &TestApp, name: &str, password: &str) -> String {
+    let reply = app
+        .send(
+            app.client
+                .post(app.url("/v1/players"))
+                .json(&json!({ "name": name, "password": password })),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:?}", reply.body);
+    reply.body["token"].as_str().unwrap().to_owned()
+}
+
+#[sqlx::test]
+async fn guessing_one_accounts_password_backs_off_on_every_replica(pool: PgPool) {
+    let first = spawn_app(pool.clone()).await;
+    let second = spawn_app(pool).await;
+    let name = unique("guessed");
+    register_with_password(&first, &name, "the right password").await;
+    // Five failures, then the account is locked (2 s, then 4 s, ... after each failure).
+    for guess in 0..5 {
+        let wrong = log_in(&first, &name, &format!("guess number {guess}")).await;
+        assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED, "guess {guess}");
+    }
+    for app in [&first, &second] {
+        let locked = log_in(app, &name, "another guess").await;
+        assert_eq!(locked.status(), StatusCode::TOO_MANY_REQUESTS);
+        let retry: u64 = locked.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((1..=2).contains(&retry), "{retry}");
+        let body: serde_json::Value = locked.json().await.unwrap();
+        assert_eq!(body["code"], "rate_limited");
+    }
+    // The lock holds for the right password too, on the other replica as well.
+    let right = log_in(&second, &name, "the right password").await;
+    assert_eq!(right.status(), StatusCode::TOO_MANY_REQUESTS);
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    let right = log_in(&second, &name, "the right password").await;
+    assert_eq!(right.status(), StatusCode::OK);
+    // Success starts the count again.
+    let wrong = log_in(&first, &name, "wrong again").await;
+    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+}
+
+#[sqlx::test]
+async fn a_stolen_token_cannot_guess_the_password_by_changing_it(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let name = unique("changed");
+    let token = register_with_password(&app, &name, "the right password").await;
+    let before = stored_hash(&app, &name).await;
+    let change = |current: String| {
+        app.put(
+            "/v1/me/password",
+            &token,
+            json!({ "current_password": current, "password": "a brand new password" }),
+        )
+    };
+    for guess in 0..5 {
+        let wrong = change(format!("guess number {guess}")).await;
+        assert_eq!(wrong.status, StatusCode::FORBIDDEN, "{:?}", wrong.body);
+        assert_eq!(wrong.code(), "wrong_password");
+    }
+    let locked = change("another guess".into()).await;
+    assert_eq!(
+        locked.status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "{:?}",
+        locked.body
+    );
+    // The same account's log-in is locked too: one count per account.
+    let login = log_in(&app, &name, "the right password").await;
+    assert_eq!(login.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(stored_hash(&app, &name).await, before, "nothing changed");
+}
+
+async fn stored_hash(app: &TestApp, name: &str) -> String {
+    sqlx::query_scalar(
+        "SELECT pw.password_hash FROM player_passwords pw JOIN players p ON p.id = pw.player_id
+         WHERE p.name = $1",
+    )
+    .bind(name)
+    .fetch_one(&app.pool)
+    .await
+    .unwrap()
+}
+
+#[sqlx::test]
+async fn a_full_hashing_budget_answers_503_with_retry_after_at_once(pool: PgPool) {
+    statki::store::migrate(&pool).await.expect("migrations");
+    let core = statki::app::App::new(
+        pool.clone(),
+        standard_settings(),
+        Tokens::new(SECRET).expect("keys"),
+    )
+    .with_hash_budget(statki::accounts::password::HashBudget::new(
+        1,
+        2,
+        Duration::from_secs(30),
+    ));
+    let live = statki::live::Hub::start(&pool, HubSettings::default());
+    let router = statki::http::app(statki::http::state(core, live), &test_http_settings());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(statki::http::server::serve(
+        listener,
+        router,
+        statki::http::server::ConnectionSettings::default(),
+        std::future::pending(),
+        Duration::ZERO,
+    ));
+    let client = reqwest::Client::new();
+    let started = std::time::Instant::now();
+    let attempts = (0..12).map(|i| {
+        client
+            .post(format!("{address}/v1/sessions"))
+            .json(&json!({ "name": format!("nobody{i}"), "password": "whatever it is" }))
+            .send()
+    });
+    let answers = futures::future::join_all(attempts).await;
+    let mut busy = 0;
+    for answer in answers {
+        let answer = answer.unwrap();
+        match answer.status() {
+            StatusCode::UNAUTHORIZED => {}
+            StatusCode::SERVICE_UNAVAILABLE => {
+                busy += 1;
+                assert_eq!(answer.headers()["retry-after"], "1");
+            }
+            other => panic!("unexpected {other}"),
+        }
+    }
+    assert!(
+        busy >= 9,
+        "one hashing, two waiting, the rest refused: {busy}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
+}
+
+#[sqlx::test]
+async fn a_forged_proxy_header_from_a_peer_that_is_no_proxy_is_ignored(pool: PgPool) {
+    let app = spawn_limited(
+        pool,
+        RateLimitSettings {
+            register: Rate::per_minute(1, 1),
+            trusted_proxy_header: Some("x-forwarded-for".parse().unwrap()),
+            trusted_proxies: vec![statki::http::limits::parse_proxy("10.0.0.0/8").unwrap()],
+            ..RateLimitSettings::default()
+        },
+    )
+    .await;
+    // The test client is 127.0.0.1, not one of the proxies: its header counts for nothing.
+    let first = register_raw(&app, &unique("a"), Some("198.51.100.1")).await;
+    assert_eq!(first.status(), StatusCode::CREATED);
+    let forged = register_raw(&app, &unique("a"), Some("198.51.100.2")).await;
+    assert_eq!(forged.status(), StatusCode::TOO_MANY_REQUESTS);
+}
+
+#[sqlx::test]
+async fn a_limit_answered_before_the_body_is_read_says_connection_close(pool: PgPool) {
+    let app = spawn_limited(
+        pool,
+        RateLimitSettings {
+            register: Rate::per_minute(1, 1),
+            ..RateLimitSettings::default()
+        },
+    )
+    .await;
+    assert_eq!(
+        register_raw(&app, &unique("a"), None).await.status(),
+        StatusCode::CREATED
+    );
+    let refused = register_raw(&app, &unique("a"), None).await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.headers()["connection"], "close");
+}
+
+#[sqlx::test]
+async fn a_capital_i_look_alike_and_blank_or_stacked_names_are_refused(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    app.register("Alazzzxz").await;
+    let post = |name: String| {
+        app.send(
+            app.client
+                .post(app.url("/v1/players"))
+                .json(&json!({ "name": name })),
+        )
+    };
+    let look_alike = post("AIazzzxz".into()).await;
+    assert_eq!(
+        look_alike.status,
+        StatusCode::CONFLICT,
+        "{:?}",
+        look_alike.body
+    );
+    assert_eq!(look_alike.code(), "name_taken");
+    for blank in [
+        "\u{2800}".to_owned(),
+        "\u{16FE4}".to_owned(),
+        "\u{1D159}".to_owned(),
+        format!("a{}", "\u{0301}".repeat(30)),
+        "...".to_owned(),
+    ] {
+        let reply = post(blank.clone()).await;
+        assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "{blank:?}");
+        assert_eq!(reply.code(), "invalid_name");
+    }
+}
+
+#[sqlx::test]
+async fn concurrent_challenges_to_one_player_are_all_numbered(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let target = app.register(&unique("target")).await;
+    let mut challengers = Vec::new();
+    for i in 0..12 {
+        challengers.push(app.register(&unique(&format!("c{i}"))).await);
+    }
+    let challenges = challengers.iter().map(|challenger| {
+        app.post(
+            "/v1/matches",
+            &challenger.token,
+            json!({ "opponent": target.id }),
+        )
+    });
+    for reply in futures::future::join_all(challenges).await {
+        assert_eq!(reply.status, StatusCode::CREATED, "{:?}", reply.body);
+    }
+    let id: uuid::Uuid = target.id.parse().unwrap();
+    let seqs: Vec<i64> =
+        sqlx::query_scalar("SELECT seq FROM player_notices WHERE player_id = $1 ORDER BY seq")
+            .bind(id)
+            .fetch_all(&app.pool)
+            .await
+            .unwrap();
+    assert_eq!(seqs, (1..=12).collect::<Vec<i64>>());
+}
+
+#[sqlx::test]
+async fn challenges_to_one_player_are_capped_and_withdrawn_ones_cool_down(pool: PgPool) {
+    let mut settings = standard_settings();
+    settings.open_matches_per_player = 2;
+    let app = common::spawn_app_with(pool, settings).await;
+    let target = app.register(&unique("target")).await;
+    // Twenty challengers fill the target's waiting challenges; the next is refused.
+    for i in 0..20 {
+        let challenger = app.register(&unique(&format!("c{i}"))).await;
+        app.create_match(&challenger, json!({ "opponent": target.id }))
+            .await;
+    }
+    let late = app.register(&unique("late")).await;
+    let refused = app
+        .post("/v1/matches", &late.token, json!({ "opponent": target.id }))
+        .await;
+    assert_eq!(refused.status, StatusCode::CONFLICT, "{:?}", refused.body);
+    assert_eq!(refused.code(), "too_many_open_matches");
+    // Creating and withdrawing at once does not free the slot at once.
+    for _ in 0..2 {
+        let id = app.create_match(&late, json!({})).await;
+        let withdrawn = app
+            .post(&format!("/v1/matches/{id}/resign"), &late.token, json!({}))
+            .await;
+        assert_eq!(withdrawn.status, StatusCode::OK, "{:?}", withdrawn.body);
+    }
+    let again = app.post("/v1/matches", &late.token, json!({})).await;
+    assert_eq!(again.status, StatusCode::CONFLICT, "{:?}", again.body);
+    assert_eq!(again.code(), "too_many_open_matches");
+}
