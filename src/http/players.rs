@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::AppState;
 use super::error::{ApiError, Problem};
-use super::extract::{ApiJson, ApiPath, ApiQuery, Caller, IdempotencyKey};
+use super::extract::{ApiJson, ApiPath, ApiQuery, IdempotencyKey, MaybeCaller};
 use crate::app::reads::MatchPage;
 use crate::app::{PlayerProfile, Session};
 use crate::store::listing::Listing;
@@ -104,11 +104,13 @@ pub struct MatchesPage {
     pub limit: Option<i64>,
 }
 
-/// A player's matches, newest first, a page at a time.
+/// A player's matches, newest first, a page at a time. Public like the profile: without a
+/// token every entry is a spectator's view; with one, the caller's own matches are its
+/// participant views.
 #[utoipa::path(
     get, path = "/v1/players/{id}/matches", tag = "players",
     params(("id" = Uuid, Path, description = "Player id"), MatchesPage),
-    security(("bearer" = [])),
+    security((), ("bearer" = [])),
     responses(
         (status = 200, description = "A page of the player's matches as the caller sees them", body = MatchPage),
         (status = 400, description = "`invalid_cursor`", body = Problem, content_type = "application/problem+json"),
@@ -117,7 +119,7 @@ pub struct MatchesPage {
 )]
 async fn player_matches(
     State(state): State<AppState>,
-    Caller(caller): Caller,
+    MaybeCaller(caller): MaybeCaller,
     ApiPath(id): ApiPath<Uuid>,
     ApiQuery(page): ApiQuery<MatchesPage>,
 ) -> Result<Json<MatchPage>, ApiError> {
@@ -127,7 +129,7 @@ async fn player_matches(
     Ok(Json(
         state
             .app
-            .list_matches(listing, caller, after, limit)
+            .list_matches(listing, caller.unwrap_or(Uuid::nil()), after, limit)
             .await?,
     ))
 }
