@@ -25,12 +25,14 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewPlayer {
-    /// 1–32 characters, unique regardless of case; no control characters, and no white
-    /// space at either end.
+    /// 1–32 characters, unique regardless of case and look-alikes; no control, invisible
+    /// or bidirectional-control characters (the pattern lists those of the Basic
+    /// Multilingual Plane; the server also refuses the few beyond it, and a name without a
+    /// letter or digit, as `422 invalid_name`), and no white space at either end.
     #[schema(
         min_length = 1,
         max_length = 32,
-        pattern = r"^[^\s\x00-\x1f\x7f-\x9f]([^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f])?$",
+        pattern = r"^[^\s\x00-\x1f\x7f-\x9f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u2800\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffc]([^\x00-\x1f\x7f-\x9f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u2800\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffc]*[^\s\x00-\x1f\x7f-\x9f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u2800\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffc])?$",
         example = "Ala"
     )]
     pub name: String,
