@@ -579,6 +579,7 @@ mod connections {
             header_read_timeout: Duration::from_millis(800),
             idle_timeout: Duration::from_millis(1500),
             max_connections: 100,
+            ..ConnectionSettings::default()
         }
     }
 
@@ -625,7 +626,7 @@ mod connections {
     async fn an_idle_keep_alive_connection_is_closed_and_a_busy_one_is_not(pool: PgPool) {
         let app = spawn_with(pool, settings()).await;
         let mut idle = connect(&app).await;
-        idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: statki\r\n\r\n")
+        idle.write_all(b"GET /v1/rulesets HTTP/1.1\r\nHost: statki\r\n\r\n")
             .await
             .unwrap();
         let mut buffer = [0u8; 1024];
@@ -640,7 +641,7 @@ mod connections {
             .build()
             .unwrap();
         for _ in 0..6 {
-            let response = client.get(app.url("/healthz")).send().await.unwrap();
+            let response = client.get(app.url("/v1/rulesets")).send().await.unwrap();
             assert_eq!(response.status(), StatusCode::OK);
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
@@ -679,6 +680,7 @@ mod connections {
                 max_connections: 2,
                 header_read_timeout: Duration::from_secs(30),
                 idle_timeout: Duration::from_secs(30),
+                ..ConnectionSettings::default()
             },
         )
         .await;
@@ -697,6 +699,49 @@ mod connections {
         let mut buffer = [0u8; 1024];
         let read = fourth.read(&mut buffer).await.unwrap();
         assert!(String::from_utf8_lossy(&buffer[..read]).starts_with("HTTP/1.1 200"));
+    }
+
+    #[sqlx::test]
+    async fn one_address_cannot_take_every_connection(pool: PgPool) {
+        let app = spawn_with(
+            pool,
+            ConnectionSettings {
+                max_connections: 100,
+                max_connections_per_address: 3,
+                header_read_timeout: Duration::from_secs(30),
+                idle_timeout: Duration::from_secs(30),
+            },
+        )
+        .await;
+        let mut held = Vec::new();
+        for _ in 0..3 {
+            held.push(connect(&app).await);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut fourth = connect(&app).await;
+        closed_within(&mut fourth, Duration::from_secs(2)).await;
+        drop(held.pop());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut again = connect(&app).await;
+        again
+            .write_all(b"GET /v1/rulesets HTTP/1.1\r\nHost: statki\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buffer = [0u8; 64];
+        let read = again.read(&mut buffer).await.unwrap();
+        assert!(String::from_utf8_lossy(&buffer[..read]).starts_with("HTTP/1.1 200"));
+    }
+
+    #[sqlx::test]
+    async fn a_probe_does_not_keep_its_connection(pool: PgPool) {
+        let app = spawn_with(pool, settings()).await;
+        let mut probe = connect(&app).await;
+        probe
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: statki\r\n\r\n")
+            .await
+            .unwrap();
+        let took = closed_within(&mut probe, Duration::from_secs(1)).await;
+        assert!(took < Duration::from_millis(500), "{took:?}");
     }
 }
 
@@ -1122,4 +1167,38 @@ async fn challenges_to_one_player_are_capped_and_withdrawn_ones_cool_down(pool: 
     let again = app.post("/v1/matches", &late.token, json!({})).await;
     assert_eq!(again.status, StatusCode::CONFLICT, "{:?}", again.body);
     assert_eq!(again.code(), "too_many_open_matches");
+}
+
+#[test]
+fn metrics_are_not_public_by_default_and_the_help_says_what_each_cap_spans() {
+    use clap::{CommandFactory, Parser};
+    use statki::config::Config;
+    let default = Config::try_parse_from(["statki"]).unwrap();
+    assert_eq!(default.metrics_access(), MetricsAccess::Elsewhere);
+    let open = Config::try_parse_from(["statki", "--metrics-open", "true"]).unwrap();
+    assert_eq!(open.metrics_access(), MetricsAccess::Open);
+    let token = Config::try_parse_from(["statki", "--metrics-token", "t"]).unwrap();
+    assert_eq!(token.metrics_access(), MetricsAccess::Token("t".into()));
+    let help = Config::command().render_long_help().to_string();
+    let streams = help
+        .split("--streams-per-player")
+        .nth(1)
+        .and_then(|rest| rest.split("--streams-per-replica").next())
+        .unwrap();
+    assert!(streams.contains("across all replicas"), "{streams}");
+}
+
+#[sqlx::test]
+async fn readiness_is_answered_from_a_probe_a_second_old_at_most(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    assert_eq!(app.get("/readyz", None).await.status, StatusCode::OK);
+    // The database goes away: the probe of a moment ago still answers...
+    app.pool.close().await;
+    assert_eq!(app.get("/readyz", None).await.status, StatusCode::OK);
+    // ...and a second later a new probe finds out.
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    assert_eq!(
+        app.get("/readyz", None).await.status,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
 }
