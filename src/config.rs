@@ -23,6 +23,11 @@ pub struct Config {
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
 
+    /// PostgreSQL URL for reads that may lag a little (match lists, a player's history, the
+    /// ladder, stream catch-up): a streaming standby. Unset or empty: DATABASE_URL.
+    #[arg(long, env = "STATKI_READ_DATABASE_URL", hide_env_values = true)]
+    pub read_database_url: Option<String>,
+
     /// Where the embedded PostgreSQL keeps its data (only without DATABASE_URL). Default:
     /// `.statki/pgdata`; as root, when PostgreSQL's user cannot enter the working directory,
     /// `$STATE_DIRECTORY/pgdata` or `/var/lib/statki/pgdata`.

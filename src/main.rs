@@ -63,6 +63,24 @@ async fn main() -> anyhow::Result<()> {
     served
 }
 
+/// The pool of STATKI_READ_DATABASE_URL (a streaming standby), when set: connected lazily,
+/// so a standby that is down at start only sends reads to the primary.
+fn read_pool(config: &Config) -> anyhow::Result<Option<sqlx::PgPool>> {
+    let Some(url) = config
+        .read_database_url
+        .as_deref()
+        .filter(|url| !url.is_empty())
+    else {
+        return Ok(None);
+    };
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(config.db_pool)
+        .acquire_timeout(Duration::from_secs(2))
+        .connect_lazy(url)
+        .context("STATKI_READ_DATABASE_URL is not a PostgreSQL URL")?;
+    Ok(Some(pool))
+}
+
 async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
     let pool = store::connect_and_migrate(database_url, config.db_pool)
         .await
@@ -83,7 +101,8 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
         join_seconds: config.join_seconds,
         open_matches_per_player: config.open_matches_per_player,
     };
-    let app = App::new(pool.clone(), settings, tokens);
+    let reader = read_pool(config)?;
+    let app = App::with_reader(pool.clone(), reader.clone(), settings, tokens);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     // Before the first request: a command that finds a run-out clock enforces it, so time
     // lost while no replica was alive must be given back first.
@@ -95,8 +114,9 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
     let bot_worker =
         bot::worker::Worker::new(app.clone(), Duration::from_millis(config.bot_delay_ms));
     let bot_task = tokio::spawn(bot::worker::run(bot_worker, stop_rx.clone()));
-    let live = Hub::start(
+    let live = Hub::start_with_reader(
         &pool,
+        reader.as_ref(),
         HubSettings {
             streams_per_player: config.streams_per_player,
             streams_per_replica: config.streams_per_replica,
@@ -161,9 +181,26 @@ async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
 
 /// `statki verify`: prints the report; a mismatch is an error, so the exit status says it.
 async fn verify(config: &Config, database_url: &str) -> anyhow::Result<()> {
-    let pool = store::connect_and_migrate(database_url, config.db_pool.min(2))
+    // A streaming standby (read-only) is verified as it is; anything else is migrated first.
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(config.db_pool.min(2))
+        .connect(database_url)
         .await
-        .context("connecting to PostgreSQL and running migrations")?;
+        .context("connecting to PostgreSQL")?;
+    let standby = store::is_standby(&pool)
+        .await
+        .context("asking whether the server is a standby")?;
+    if !standby {
+        pool.close().await;
+        let migrated = store::connect_and_migrate(database_url, config.db_pool.min(2))
+            .await
+            .context("connecting to PostgreSQL and running migrations")?;
+        return verify_on(migrated).await;
+    }
+    verify_on(pool).await
+}
+
+async fn verify_on(pool: sqlx::PgPool) -> anyhow::Result<()> {
     let report = verify::run(&pool).await.context("reading the database")?;
     pool.close().await;
     println!("{report}");

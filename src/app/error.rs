@@ -131,9 +131,10 @@ fn is_unavailable(error: &sqlx::Error) -> bool {
         | sqlx::Error::Tls(_)
         | sqlx::Error::Protocol(_) => true,
         // Class 08: connection exceptions; 57P01–57P03: the server is shutting down or
-        // the session was terminated; 53300: too many connections.
+        // the session was terminated; 53300: too many connections; 25006: a write reached
+        // a server that is (now) a read-only standby, as during a failover's switch.
         sqlx::Error::Database(db) => db.code().is_some_and(|code| {
-            code.starts_with("08") || code.starts_with("57P") || code == "53300"
+            code.starts_with("08") || code.starts_with("57P") || code == "53300" || code == "25006"
         }),
         _ => false,
     }

@@ -293,7 +293,9 @@ impl super::App {
         after: Option<(f64, Uuid)>,
         limit: i64,
     ) -> Result<LadderPage> {
-        page(self.pool(), ruleset, after, limit).await
+        // The ladder may lag a little: the standby serves it when there is one.
+        self.read_lagging(|pool| async move { page(&pool, ruleset, after, limit).await })
+            .await
     }
 }
 

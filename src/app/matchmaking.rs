@@ -440,14 +440,17 @@ pub async fn ask_rematch(app: &App, match_id: Uuid, player: Uuid) -> Result<Rema
         let rematch_id = start_match(&mut tx, rules, ranked, first, second, now).await?;
         rematch::record_started(&mut tx, match_id, rematch_id, now).await?;
         queue::drop_waiting(&mut *tx, &[first, second]).await?;
-        let payload = json!({
-            "match_id": rematch_id, "previous": match_id, "ruleset": ruleset, "ranked": ranked,
-        });
+        let payload = |opponent: Uuid| {
+            json!({
+                "match_id": rematch_id, "previous": match_id, "opponent": opponent,
+                "ruleset": ruleset, "ranked": ranked,
+            })
+        };
         push_notices(
             &mut tx,
             vec![
-                (first, "rematch_started", payload.clone()),
-                (second, "rematch_started", payload),
+                (first, "rematch_started", payload(second)),
+                (second, "rematch_started", payload(first)),
             ],
         )
         .await?;

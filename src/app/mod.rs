@@ -70,6 +70,8 @@ pub struct App {
 
 struct Inner {
     pool: PgPool,
+    /// Reads that may lag (docs/scaling.md): a standby's pool, or `pool` itself.
+    reader: Option<PgPool>,
     settings: GameSettings,
     tokens: Tokens,
     committer: commands::Committer,
@@ -81,10 +83,22 @@ impl App {
     /// Builds the application over `pool` and starts its command lanes (needs a Tokio
     /// runtime).
     pub fn new(pool: PgPool, settings: GameSettings, tokens: Tokens) -> Self {
+        Self::with_reader(pool, None, settings, tokens)
+    }
+
+    /// Like [`App::new`], with the reads that may lag served by `reader` (a streaming
+    /// standby) when given, and by the primary whenever the standby is unavailable.
+    pub fn with_reader(
+        pool: PgPool,
+        reader: Option<PgPool>,
+        settings: GameSettings,
+        tokens: Tokens,
+    ) -> Self {
         let committer = commands::Committer::start(pool.clone(), COMMIT_LANES);
         App {
             inner: Arc::new(Inner {
                 pool,
+                reader,
                 settings,
                 tokens,
                 committer,
@@ -130,6 +144,26 @@ impl App {
 
     fn pool(&self) -> &PgPool {
         &self.inner.pool
+    }
+
+    /// Runs a read that may lag on the standby's pool when there is one, and on the
+    /// primary when there is none or the standby is unavailable (it is down, or a failover
+    /// is moving it).
+    async fn read_lagging<T, F, Fut>(&self, read: F) -> Result<T>
+    where
+        F: Fn(PgPool) -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        if let Some(reader) = &self.inner.reader {
+            match read(reader.clone()).await {
+                Err(error) if error.code() == "unavailable" => {
+                    metrics::counter!("statki_read_fallbacks_total").increment(1);
+                    tracing::warn!(%error, "standby unavailable; reading from the primary");
+                }
+                answer => return answer,
+            }
+        }
+        read(self.inner.pool.clone()).await
     }
 
     /// The database's time: the only clock.

@@ -89,13 +89,18 @@ impl App {
         after: Option<Cursor>,
         limit: i64,
     ) -> Result<MatchPage> {
-        if let Listing::PlayerOf { player } = listing {
-            players::get(self.pool(), player)
-                .await?
-                .ok_or(AppError::NotFound("player"))?;
-        }
-        // One row more than asked tells whether another page follows.
-        let mut rows = listing::page(self.pool(), listing, after, limit + 1).await?;
+        // Lists may lag a little: the standby serves them when there is one.
+        let mut rows = self
+            .read_lagging(|pool| async move {
+                if let Listing::PlayerOf { player } = listing {
+                    players::get(&pool, player)
+                        .await?
+                        .ok_or(AppError::NotFound("player"))?;
+                }
+                // One row more than asked tells whether another page follows.
+                Ok(listing::page(&pool, listing, after, limit + 1).await?)
+            })
+            .await?;
         let more = rows.len() as i64 > limit;
         rows.truncate(usize::try_from(limit).unwrap_or(0));
         let next = more

@@ -63,9 +63,19 @@ pub struct OwnClock {
     shot_seconds: u32,
 }
 
+/// Whose view of a match this is: a seat's, with its own side, or a spectator's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ViewerKind {
+    Participant,
+    Spectator,
+}
+
 /// A match as one caller sees it.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct MatchResource {
+    /// `participant` (the view has the caller's own side) or `spectator`.
+    pub viewer: ViewerKind,
     pub id: Uuid,
     pub ruleset: RuleSetId,
     /// Sequence number of the latest event.
@@ -91,13 +101,19 @@ impl MatchResource {
         viewer: Uuid,
         now: DateTime<Utc>,
     ) -> Self {
+        let view = state.view(viewer_of(state, viewer));
         MatchResource {
+            viewer: if view.participant.is_some() {
+                ViewerKind::Participant
+            } else {
+                ViewerKind::Spectator
+            },
             id,
             ruleset: state.rules.ruleset,
             seq,
             created_at,
             deadline_ms_left: ms_left(state.deadline, now),
-            view: state.view(viewer_of(state, viewer)),
+            view,
             names: BTreeMap::new(),
         }
     }
@@ -166,7 +182,6 @@ pub struct EventResource {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deadline_ms_left: Option<i64>,
     /// The names of the match's players, by id.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub names: BTreeMap<Uuid, String>,
 }
 

@@ -66,13 +66,14 @@ pub struct SideView {
     pub marked: Vec<Cell>,
 }
 
-/// A fleet opened after the match, with the salt that verifies its commitment.
+/// A locked fleet opened after the match, with the salt that verifies its commitment.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, ToSchema)]
 pub struct OpenedFleet {
-    pub player: Option<Uuid>,
-    pub ships: Vec<Option<Placement>>,
-    pub salt: Option<String>,
-    pub commitment: Option<String>,
+    pub player: Uuid,
+    /// Every ship, in fleet order.
+    pub ships: Vec<Placement>,
+    pub salt: String,
+    pub commitment: String,
     pub commitment_verified: bool,
 }
 
@@ -203,26 +204,24 @@ fn participant_view(state: &Match, seat: usize) -> ParticipantView {
     }
 }
 
+/// Every locked fleet, opened (a side that never locked its fleet has nothing to open).
 fn record(state: &Match) -> Vec<OpenedFleet> {
     state
         .sides
         .iter()
-        .map(|side| {
-            let ships = side.fleet.placements();
-            let verified = match (&side.commitment, &side.salt) {
-                (Some(published), Some(salt)) => {
-                    let placed: Vec<Placement> = ships.iter().flatten().copied().collect();
-                    super::commit::verify(state.rules.ruleset, salt, &placed, published)
-                }
-                _ => false,
-            };
-            OpenedFleet {
-                player: side.player,
+        .filter_map(|side| {
+            let (player, commitment, salt) =
+                (side.player?, side.commitment.clone()?, side.salt.clone()?);
+            let ships: Vec<Placement> =
+                side.fleet.placements().into_iter().collect::<Option<_>>()?;
+            let verified = super::commit::verify(state.rules.ruleset, &salt, &ships, &commitment);
+            Some(OpenedFleet {
+                player,
                 ships,
-                salt: side.salt.clone(),
-                commitment: side.commitment.clone(),
+                salt,
+                commitment,
                 commitment_verified: verified,
-            }
+            })
         })
         .collect()
 }

@@ -34,8 +34,99 @@ pub fn complete(doc: &mut OpenApi) {
             describe_responses(operation);
         }
     }
-    optional_participant_fields(doc);
+    typed_views(doc);
     link_created_resources(doc);
+    discriminate(doc, "EventResource", "Event", "Event");
+    discriminate(doc, "Notice", "NoticeData", "Notice");
+}
+
+/// `shot_fired` → `ShotFired`.
+fn pascal(snake: &str) -> String {
+    snake
+        .split('_')
+        .map(|word| {
+            let mut chars = word.chars();
+            chars
+                .next()
+                .map(|first| first.to_ascii_uppercase().to_string() + chars.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// The one value a tagged variant's `kind` may take.
+fn kind_of(variant: &utoipa::openapi::schema::Object) -> Option<String> {
+    let RefOr::T(Schema::Object(kind)) = variant.properties.get("kind")? else {
+        return None;
+    };
+    match kind.enum_values.as_deref()? {
+        [serde_json::Value::String(kind)] => Some(kind.clone()),
+        _ => None,
+    }
+}
+
+/// A resource written as an envelope flattened around a tagged enum (`allOf` of the enum's
+/// `oneOf` and the envelope's object) becomes what generators type well: one flat object
+/// per kind, named `{Kind}{suffix}` (`ShotFiredEvent`), holding the envelope's fields and
+/// the kind's own, and the resource a `oneOf` of them discriminated by `kind`. The enum's
+/// own component goes.
+fn discriminate(doc: &mut OpenApi, resource: &str, tagged: &str, suffix: &str) {
+    use utoipa::openapi::schema::{Discriminator, OneOfBuilder};
+    let Some(components) = doc.components.as_mut() else {
+        return;
+    };
+    let Some(RefOr::T(Schema::OneOf(variants))) = components.schemas.get(tagged).cloned() else {
+        return;
+    };
+    let Some(RefOr::T(Schema::AllOf(wrapper))) = components.schemas.get(resource).cloned() else {
+        return;
+    };
+    let Some(envelope) = wrapper.items.iter().find_map(|item| match item {
+        RefOr::T(Schema::Object(envelope)) => Some(envelope.clone()),
+        _ => None,
+    }) else {
+        return;
+    };
+    let mut discriminator = Discriminator::new("kind");
+    let mut one_of = OneOfBuilder::new().description(wrapper.description.clone());
+    for variant in &variants.items {
+        let RefOr::T(Schema::Object(variant)) = variant else {
+            continue;
+        };
+        let Some(kind) = kind_of(variant) else {
+            continue;
+        };
+        let name = format!("{}{suffix}", pascal(&kind));
+        let mut flat = envelope.clone();
+        for (field, schema) in &variant.properties {
+            flat.properties.insert(field.clone(), schema.clone());
+        }
+        for field in &variant.required {
+            if !flat.required.contains(field) {
+                flat.required.push(field.clone());
+            }
+        }
+        require(&mut flat, &["names"]);
+        flat.description = Some(
+            variant
+                .description
+                .clone()
+                .unwrap_or_else(|| format!("A `{kind}` {}.", suffix.to_lowercase())),
+        );
+        let reference = format!("#/components/schemas/{name}");
+        discriminator.mapping.insert(kind, reference);
+        one_of = one_of.item(Ref::from_schema_name(name.clone()));
+        components
+            .schemas
+            .insert(name, RefOr::T(Schema::Object(flat)));
+    }
+    components.schemas.remove(tagged);
+    components.schemas.insert(
+        resource.to_owned(),
+        RefOr::T(Schema::OneOf(
+            one_of.discriminator(Some(discriminator)).build(),
+        )),
+    );
 }
 
 /// A `POST` to a collection (`/v1/matches`, `/v1/players`) links its created `id` to every
@@ -291,7 +382,7 @@ fn describe_responses(operation: &mut Operation) {
             response.description = reason.to_owned();
         }
         if let RefOr::T(response) = response
-            && status == "429"
+            && (status == "429" || status == "503")
         {
             response.headers.insert(
                 "Retry-After".to_owned(),
@@ -309,26 +400,154 @@ fn describe_responses(operation: &mut Operation) {
     }
 }
 
-/// A spectator's view lacks the participant's own fields: they are optional in the match
-/// schema (present exactly when `you` is set), not an all-or-nothing alternative.
-fn optional_participant_fields(doc: &mut OpenApi) {
+fn object_of(schema: Option<&RefOr<Schema>>) -> Option<utoipa::openapi::schema::Object> {
+    match schema? {
+        RefOr::T(Schema::Object(object)) => Some(object.clone()),
+        RefOr::T(Schema::AllOf(all)) => all.items.iter().find_map(|item| match item {
+            RefOr::T(Schema::Object(object)) => Some(object.clone()),
+            _ => None,
+        }),
+        _ => None,
+    }
+}
+
+fn one_value(value: &str) -> RefOr<Schema> {
+    RefOr::T(Schema::Object(
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .enum_values(Some([value]))
+            .build(),
+    ))
+}
+
+fn require(object: &mut utoipa::openapi::schema::Object, fields: &[&str]) {
+    for field in fields {
+        if !object.required.iter().any(|present| present == field) {
+            object.required.push((*field).to_owned());
+        }
+    }
+}
+
+/// A match is typed by its viewer: `ParticipantMatch` (the caller's own side, every field
+/// present, `you` set) or `SpectatorMatch` (no own side, `you` null), one flat object
+/// each, and `MatchResource` a `oneOf` of them discriminated by `viewer`. Reads carry
+/// `names`; the answers to commands (always a participant's) are `MatchUpdate`, the
+/// participant's view without them.
+fn typed_views(doc: &mut OpenApi) {
+    use utoipa::openapi::schema::{Discriminator, OneOfBuilder};
     let Some(components) = doc.components.as_mut() else {
         return;
     };
-    if let Some(RefOr::T(Schema::Object(participant))) =
-        components.schemas.get_mut("ParticipantView")
-    {
-        participant.required.clear();
-        participant.description = Some(
-            "The participant's own side: present exactly when the caller is a participant \
-             (`you` is set), absent for spectators."
-                .to_owned(),
-        );
+    let (Some(envelope), Some(common), Some(own)) = (
+        object_of(components.schemas.get("MatchResource")),
+        object_of(components.schemas.get("MatchView")),
+        object_of(components.schemas.get("ParticipantView")),
+    ) else {
+        return;
+    };
+    let mut base = envelope.clone();
+    for (field, schema) in common.properties {
+        base.properties.insert(field, schema);
     }
-    if let Some(RefOr::T(Schema::AllOf(view))) = components.schemas.get_mut("MatchView") {
-        for item in &mut view.items {
-            if matches!(item, RefOr::T(Schema::OneOf(_))) {
-                *item = RefOr::Ref(Ref::from_schema_name("ParticipantView"));
+    for field in common.required {
+        require(&mut base, &[field.as_str()]);
+    }
+    require(&mut base, &["you", "names", "viewer"]);
+
+    let mut spectator = base.clone();
+    spectator.properties.insert(
+        "you".to_owned(),
+        RefOr::T(Schema::Object(
+            ObjectBuilder::new()
+                .schema_type(Type::Null)
+                .description(Some("Null: the caller is not a participant."))
+                .build(),
+        )),
+    );
+    spectator
+        .properties
+        .insert("viewer".to_owned(), one_value("spectator"));
+    spectator.description = Some(
+        "A match as a spectator sees it (any player not seated in it): both public sides, no own side."
+            .to_owned(),
+    );
+
+    let mut participant = base;
+    for (field, schema) in own.properties {
+        participant.properties.insert(field.clone(), schema);
+        require(&mut participant, &[field.as_str()]);
+    }
+    participant.properties.insert(
+        "you".to_owned(),
+        RefOr::T(Schema::Object(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .format(Some(SchemaFormat::KnownFormat(KnownFormat::Uuid)))
+                .description(Some("The caller's own id."))
+                .build(),
+        )),
+    );
+    participant
+        .properties
+        .insert("viewer".to_owned(), one_value("participant"));
+    participant.description =
+        Some("A match as one of its players sees it: the public sides and its own.".to_owned());
+
+    let mut update = participant.clone();
+    update.properties.remove("names");
+    update.required.retain(|field| field != "names");
+    update.description = Some(
+        "The match as the player who sent a command sees it after the change: a `ParticipantMatch` without `names` (commands do not look names up)."
+            .to_owned(),
+    );
+
+    let mut discriminator = Discriminator::new("viewer");
+    for (kind, name) in [
+        ("participant", "ParticipantMatch"),
+        ("spectator", "SpectatorMatch"),
+    ] {
+        discriminator
+            .mapping
+            .insert(kind.to_owned(), format!("#/components/schemas/{name}"));
+    }
+    let resource = OneOfBuilder::new()
+        .item(Ref::from_schema_name("ParticipantMatch"))
+        .item(Ref::from_schema_name("SpectatorMatch"))
+        .discriminator(Some(discriminator))
+        .description(Some(
+            "A match as one caller sees it, by `viewer`: a participant's or a spectator's view.",
+        ))
+        .build();
+    components.schemas.remove("MatchView");
+    components.schemas.remove("ParticipantView");
+    components.schemas.remove("ViewerKind");
+    for (name, schema) in [
+        ("ParticipantMatch", Schema::Object(participant)),
+        ("SpectatorMatch", Schema::Object(spectator)),
+        ("MatchUpdate", Schema::Object(update)),
+        ("MatchResource", Schema::OneOf(resource)),
+    ] {
+        components.schemas.insert(name.to_owned(), RefOr::T(schema));
+    }
+
+    // Commands answer the caller's own view without names.
+    for item in doc.paths.paths.values_mut() {
+        let commands = [item.put.as_mut(), item.post.as_mut(), item.delete.as_mut()];
+        for operation in commands.into_iter().flatten() {
+            for response in operation.responses.responses.values_mut() {
+                let RefOr::T(response) = response else {
+                    continue;
+                };
+                for content in response.content.values_mut() {
+                    let RefOr::T(content) = content else {
+                        continue;
+                    };
+                    if let Some(RefOr::Ref(reference)) = &content.schema
+                        && reference.ref_location == "#/components/schemas/MatchResource"
+                    {
+                        content.schema = Some(RefOr::Ref(Ref::from_schema_name("MatchUpdate")));
+                    }
+                }
             }
         }
     }

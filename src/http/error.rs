@@ -119,6 +119,9 @@ pub struct ApiError {
     pub retry_after: Option<u64>,
 }
 
+/// `Retry-After` of every `503 unavailable`: the database is restarting or failing over.
+pub const UNAVAILABLE_RETRY_AFTER_SECONDS: u64 = 2;
+
 impl ApiError {
     pub fn new(status: StatusCode, code: ErrorCode, detail: impl Into<String>) -> Self {
         Self {
@@ -160,7 +163,13 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
-        if let Some(seconds) = self.retry_after {
+        // A database failover takes a few seconds (docs/operations.md), so every 503 says
+        // when to come back even where the error carries no figure of its own.
+        let retry_after = self
+            .retry_after
+            .or((self.status == StatusCode::SERVICE_UNAVAILABLE)
+                .then_some(UNAVAILABLE_RETRY_AFTER_SECONDS));
+        if let Some(seconds) = retry_after {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(seconds));

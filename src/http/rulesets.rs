@@ -24,12 +24,25 @@ pub struct RuleSetInfo {
     pub default: bool,
 }
 
+/// An inclusive range of seconds.
+#[derive(Serialize, ToSchema)]
+pub struct SecondsBounds {
+    pub min: u32,
+    pub max: u32,
+}
+
+impl From<(u32, u32)> for SecondsBounds {
+    fn from((min, max): (u32, u32)) -> Self {
+        SecondsBounds { min, max }
+    }
+}
+
 #[derive(Serialize, ToSchema)]
 pub struct RuleSets {
     pub rulesets: Vec<RuleSetInfo>,
     /// Bounds for an unranked match's own clock, in seconds (inclusive).
-    pub placement_seconds_bounds: (u32, u32),
-    pub shot_seconds_bounds: (u32, u32),
+    pub placement_seconds_bounds: SecondsBounds,
+    pub shot_seconds_bounds: SecondsBounds,
     /// Seconds an unjoined match waits before it is cancelled.
     pub join_seconds: u32,
 }
@@ -48,8 +61,8 @@ async fn list_rulesets(State(state): State<AppState>) -> Json<RuleSets> {
                 default: id == RuleSetId::Statki,
             })
             .collect(),
-        placement_seconds_bounds: Clock::PLACEMENT_BOUNDS,
-        shot_seconds_bounds: Clock::SHOT_BOUNDS,
+        placement_seconds_bounds: Clock::PLACEMENT_BOUNDS.into(),
+        shot_seconds_bounds: Clock::SHOT_BOUNDS.into(),
         join_seconds: settings.join_seconds,
     })
 }

@@ -23,44 +23,60 @@ use crate::auth::Verified;
 use crate::live::{Feed, LiveError, Topic};
 use crate::store::notices::Notice as StoredNotice;
 
-/// What a notice is about.
+/// What a notice says, by kind (the schema of each kind's own fields; the service stores
+/// them as the notice's payload).
 #[derive(serde::Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
+#[serde(tag = "kind", rename_all = "snake_case")]
 #[allow(dead_code)]
-pub enum NoticeKind {
-    /// A direct challenge to the caller: `match_id`, `from`, `ruleset`, `ranked`.
-    Challenge,
-    /// Someone took the second seat of the caller's match: `match_id`, `player`.
-    OpponentJoined,
-    /// The ranked queue paired the caller: `match_id`, `opponent`, `ruleset`, `ranked`.
-    Paired,
-    /// The opponent of a finished match offers a rematch: `match_id`, `from`, `ruleset`,
-    /// `ranked`, `expires_at`.
-    RematchOffered,
-    /// A rematch started: `match_id` (the new match), `previous`, `ruleset`, `ranked`.
-    RematchStarted,
+pub enum NoticeData {
+    /// A direct challenge to the caller.
+    Challenge {
+        match_id: Uuid,
+        from: Uuid,
+        ruleset: crate::engine::RuleSetId,
+        ranked: bool,
+    },
+    /// Someone took the second seat of the caller's match.
+    OpponentJoined { match_id: Uuid, player: Uuid },
+    /// The ranked queue paired the caller.
+    Paired {
+        match_id: Uuid,
+        opponent: Uuid,
+        ruleset: crate::engine::RuleSetId,
+        ranked: bool,
+    },
+    /// The opponent of a finished match offers a rematch, standing until `expires_at`.
+    RematchOffered {
+        match_id: Uuid,
+        from: Uuid,
+        ruleset: crate::engine::RuleSetId,
+        ranked: bool,
+        expires_at: chrono::DateTime<chrono::Utc>,
+    },
+    /// A rematch started: `match_id` is the new match, `previous` the finished one.
+    RematchStarted {
+        match_id: Uuid,
+        previous: Uuid,
+        opponent: Uuid,
+        ruleset: crate::engine::RuleSetId,
+        ranked: bool,
+    },
 }
 
 /// One notice of the caller's own feed: the `data` of each `GET /v1/stream` event (whose
-/// `event:` is the `kind` and `id:` the `seq`).
-#[derive(ToSchema)]
+/// `event:` is the `kind` and `id:` the `seq`), one schema per `kind`.
+#[derive(serde::Serialize, ToSchema)]
 #[allow(dead_code)]
 pub struct Notice {
     /// The notice's number on the caller's feed.
     seq: i64,
     at: chrono::DateTime<chrono::Utc>,
-    kind: NoticeKind,
-    match_id: Uuid,
-    from: Option<Uuid>,
-    player: Option<Uuid>,
-    opponent: Option<Uuid>,
-    previous: Option<Uuid>,
-    ruleset: Option<crate::engine::RuleSetId>,
-    ranked: Option<bool>,
-    expires_at: Option<chrono::DateTime<chrono::Utc>>,
+    #[serde(flatten)]
+    data: NoticeData,
     /// The names of the players the notice names, by id.
     names: std::collections::BTreeMap<Uuid, String>,
 }
+
 /// Largest resume point: the largest integer a JavaScript client holds exactly, far beyond
 /// any sequence number, and far enough from `i64::MAX` that no arithmetic on it overflows.
 pub const CURSOR_MAX: i64 = (1 << 53) - 1;
@@ -219,7 +235,7 @@ fn sse<T: Topic>(
     ),
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "An event stream; see docs/live.md", content_type = "text/event-stream", body = String),
+        (status = 200, description = "Server-sent events (see docs/live.md): each event's `id:` is its `seq`, `event:` its `kind`, and `data:` one JSON object of the schema given here, which types one event's data rather than the whole body. A comment line (`:`) keeps an idle stream open.", content_type = "text/event-stream", body = EventResource),
         (status = 204, description = "The match is over and the caller has every event: nothing will follow (an EventSource stops reconnecting)"),
         (status = 400, description = "`invalid_last_event_id` (not a number, or beyond 2^53 − 1), `invalid_query`", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
@@ -259,7 +275,7 @@ async fn match_stream(
     ),
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "An event stream; see docs/live.md", content_type = "text/event-stream", body = String),
+        (status = 200, description = "Server-sent events (see docs/live.md): each notice's `id:` is its `seq`, `event:` its `kind`, and `data:` one JSON object of the schema given here, which types one notice rather than the whole body. A comment line (`:`) keeps an idle stream open.", content_type = "text/event-stream", body = Notice),
         (status = 400, description = "`invalid_last_event_id` (not a number, or beyond 2^53 − 1), `invalid_query`", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "`too_many_streams`: the caller's or this replica's stream limit; see Retry-After", body = Problem, content_type = "application/problem+json"),

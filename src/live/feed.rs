@@ -129,7 +129,29 @@ pub(super) async fn open<T: Topic>(
     let mut pending = VecDeque::new();
     let mut cursor = after;
     while cursor < head.end {
-        let page = T::read_records(&inner.pool, id, cursor).await?;
+        // Catch-up may come from the standby; the head above came from the primary, so a
+        // standby that has not replayed up to it (an empty page before the head) or does
+        // not answer is passed over for the primary (docs/scaling.md).
+        let from_standby = match &inner.reader {
+            Some(reader) => match T::read_records(reader, id, cursor).await {
+                Ok(page) if !page.is_empty() => Some(page),
+                Ok(_) => None,
+                Err(error) => {
+                    tracing::warn!(%error, "live: standby unavailable for catch-up");
+                    None
+                }
+            },
+            None => None,
+        };
+        let page = match from_standby {
+            Some(page) => page,
+            None => {
+                if inner.reader.is_some() {
+                    metrics::counter!("statki_read_fallbacks_total").increment(1);
+                }
+                T::read_records(&inner.pool, id, cursor).await?
+            }
+        };
         let Some(last) = page.last() else { break };
         cursor = T::seq(last);
         pending.extend(

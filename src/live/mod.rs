@@ -116,6 +116,8 @@ pub struct Hub {
 
 struct Inner {
     pool: PgPool,
+    /// Stream catch-up reads: a standby's pool when there is one (see `feed::open`).
+    reader: Option<PgPool>,
     settings: HubSettings,
     matches: Arc<Topics<Matches>>,
     players: Arc<Topics<Players>>,
@@ -147,8 +149,15 @@ impl Hub {
     /// with the options of `pool`, named [`LISTENER_APPLICATION_NAME`]) and its sweep.
     /// Both stop when `pool` is closed or [`Hub::close`] is called.
     pub fn start(pool: &PgPool, settings: HubSettings) -> Hub {
+        Self::start_with_reader(pool, None, settings)
+    }
+
+    /// Like [`Hub::start`], with stream catch-up read from `reader` (a streaming standby)
+    /// when given, falling back to `pool` for whatever the standby has not replayed yet.
+    pub fn start_with_reader(pool: &PgPool, reader: Option<&PgPool>, settings: HubSettings) -> Hub {
         let inner = Arc::new(Inner {
             pool: pool.clone(),
+            reader: reader.cloned(),
             matches: Arc::new(Topics::new()),
             players: Arc::new(Topics::new()),
             slots: Arc::new(StreamSlots::new(pool.clone(), &settings)),

@@ -66,6 +66,13 @@ pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
     sqlx::migrate!("./migrations").run(pool).await
 }
 
+/// Whether the server is a streaming standby (read-only, replaying a primary's WAL).
+pub async fn is_standby(db: impl sqlx::PgExecutor<'_>) -> Result<bool, StoreError> {
+    Ok(sqlx::query_scalar("SELECT pg_is_in_recovery()")
+        .fetch_one(db)
+        .await?)
+}
+
 /// The database's time: the only clock the service trusts.
 pub async fn now(
     db: impl sqlx::PgExecutor<'_>,

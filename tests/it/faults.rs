@@ -47,6 +47,7 @@ async fn with_the_database_gone_requests_get_503_and_readiness_fails(pool: PgPoo
         .await
         .unwrap();
     assert_eq!(created.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(created.headers()["retry-after"], "2");
     let body: serde_json::Value = created.json().await.unwrap();
     assert_eq!(body["code"], "unavailable");
     assert_eq!(app.event_count().await, 0);

@@ -19,6 +19,7 @@ mod engine_properties;
 mod engine_rules;
 mod fault_campaign;
 mod faults;
+mod ha;
 mod hardening;
 mod ladder;
 mod live;

@@ -488,9 +488,17 @@ async fn both_asking_starts_a_rematch_with_the_same_rules(pool: PgPool) {
     assert_paired_match(&seen, &a, &b, "classic");
     // Seats swap: the first match's joiner creates the rematch.
     assert_eq!(seen["players"][0], b.id.as_str());
-    for player in [&a, &b] {
+    for (player, opponent) in [(&a, &b), (&b, &a)] {
         let started = notices(&app, player, "rematch_started").await;
         assert_eq!(started.len(), 1);
+        // Each is told who the opponent is, by id and by name.
+        assert_eq!(started[0]["opponent"], opponent.id.as_str());
+        assert_eq!(
+            started[0]["names"][opponent.id.as_str()],
+            opponent.name.as_str(),
+            "{:?}",
+            started[0]
+        );
         assert_eq!(
             (
                 started[0]["match_id"].as_str(),

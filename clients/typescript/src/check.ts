@@ -216,7 +216,7 @@ async function main() {
 
   // Placement: ship by ship, a ship picked up again, then the whole fleet.
   const spectatorPlacing = data(await checked(watcher.api.GET("/v1/matches/{id}", match), 200));
-  assert.equal(spectatorPlacing.you, null);
+  assert.equal(spectatorPlacing.viewer, "spectator", "a spectator gets the spectator view");
   for (const [index, cell] of ["A1", "A3"].entries()) {
     await checked(
       ala.api.PUT("/v1/matches/{id}/ships/{index}", {

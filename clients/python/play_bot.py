@@ -1,0 +1,145 @@
+"""Plays a whole match against a bot with nothing but the client generated from
+openapi.yaml by openapi-python-client (the `statki_client` package): registers a player,
+challenges a bot, places the fleet ship by ship from the server's hints, fires until the
+match ends, and reads the match's events as typed objects, one class per `kind`.
+
+Usage: python play_bot.py <base URL> [ruleset]
+"""
+
+import sys
+import time
+import uuid
+
+from statki_client import AuthenticatedClient, Client
+from statki_client.api.bots import list_bots
+from statki_client.api.matches import create_match, fire, get_match, match_events, place_ship
+from statki_client.api.players import create_player
+from statki_client.models import (
+    BattleStartedEvent,
+    FleetLockedEvent,
+    Level,
+    MatchCreatedEvent,
+    MatchFinishedEvent,
+    MatchUpdate,
+    NewMatch,
+    NewPlayer,
+    OpenedFleet,
+    Orientation,
+    ParticipantMatch,
+    Phase,
+    PlayerJoinedEvent,
+    Problem,
+    RuleSetId,
+    Session,
+    ShipPlacedEvent,
+    ShipPosition,
+    ShotAnswer,
+    ShotFiredEvent,
+    ShotRequest,
+)
+from statki_client.types import UNSET
+
+BASE_URL = sys.argv[1]
+RULESET = RuleSetId(sys.argv[2] if len(sys.argv) > 2 else "statki")
+DEADLINE = time.monotonic() + 120
+
+
+def expect(value, kind):
+    """The typed answer, or a failure naming the problem the server gave instead."""
+    if isinstance(value, Problem):
+        raise SystemExit(f"the server refused: {value.code} {value.detail}")
+    if not isinstance(value, kind):
+        raise SystemExit(f"expected a {kind.__name__}, got {value!r}")
+    return value
+
+
+def view(client, match_id) -> ParticipantMatch:
+    """Our own view: a participant's, typed as such (a spectator's is another class)."""
+    return expect(get_match.sync(match_id, client=client), ParticipantMatch)
+
+
+def wait_for(client, match_id, ready) -> ParticipantMatch:
+    while True:
+        current = view(client, match_id)
+        if ready(current):
+            return current
+        if time.monotonic() > DEADLINE:
+            raise SystemExit(f"the bot did not move in time: phase {current.phase}")
+        time.sleep(0.1)
+
+
+session = expect(
+    create_player.sync(client=Client(base_url=BASE_URL), body=NewPlayer(name=f"Py-{uuid.uuid4().hex[:8]}")),
+    Session,
+)
+me = AuthenticatedClient(base_url=BASE_URL, token=session.token)
+
+bots = list_bots.sync(client=me)
+assert isinstance(bots, list) and bots, f"no bots: {bots!r}"
+bot = next((b for b in bots if b.level == Level.HARD), bots[0])
+
+created = expect(create_match.sync(client=me, body=NewMatch(ruleset=RULESET, opponent=bot.id)), MatchUpdate)
+match_id = created.id
+state = wait_for(me, match_id, lambda m: m.phase != Phase.WAITING)
+
+# Ship by ship, at the first bow cell the server says fits.
+while state.phase == Phase.PLACEMENT and state.next_ship:
+    hints = state.placement_hints
+    assert hints, "a participant placing its fleet gets hints"
+    if hints.horizontal:
+        position = ShipPosition(cell=hints.horizontal[0], orientation=Orientation.HORIZONTAL)
+    else:
+        position = ShipPosition(cell=hints.vertical[0], orientation=Orientation.VERTICAL)
+    state = expect(place_ship.sync(match_id, state.next_ship.index, client=me, body=position), MatchUpdate)
+assert state.fleet_locked is True, "the whole fleet is placed and locked"
+
+# The first cell, in reading order, that is neither shot at nor known to be empty,
+# whenever it is our turn.
+cells = [f"{column}{row}" for row in range(1, 11) for column in "ABCDEFGHIJ"]
+shots = 0
+while True:
+    state = wait_for(me, match_id, lambda m: m.phase == Phase.FINISHED or m.turn == session.id)
+    if state.phase == Phase.FINISHED:
+        break
+    known = {shot.cell for shot in state.shots or []} | set(state.marked or [])
+    target = next(cell for cell in cells if cell not in known)
+    answer = expect(fire.sync(match_id, client=me, body=ShotRequest(cell=target)), ShotAnswer)
+    shots += 1
+    if answer.phase == Phase.FINISHED:
+        break
+
+final = view(me, match_id)
+assert final.phase == Phase.FINISHED and final.result, "the match is over with a result"
+assert str(session.id) in final.names and str(bot.id) in final.names, "a read names both players"
+# The record opens both locked fleets, every field present.
+assert isinstance(final.record, list) and len(final.record) == 2, final.record
+for opened in final.record:
+    assert isinstance(opened, OpenedFleet) and opened.commitment_verified, opened
+    assert opened.salt and opened.commitment and opened.ships
+
+# The whole feed, typed: each event is the class of its kind.
+events = []
+after = 0
+while True:
+    page = match_events.sync(match_id, client=me, after=after)
+    assert isinstance(page, list), f"events: {page!r}"
+    if not page:
+        break
+    events.extend(page)
+    after = page[-1].seq
+kinds = [type(event) for event in events]
+assert kinds[0] is MatchCreatedEvent and kinds[1] is PlayerJoinedEvent, kinds[:2]
+assert kinds.count(FleetLockedEvent) == 2
+assert kinds.count(BattleStartedEvent) == 1
+assert isinstance(events[-1], MatchFinishedEvent) or any(isinstance(e, MatchFinishedEvent) for e in events)
+own_shots = [e for e in events if isinstance(e, ShotFiredEvent) and e.player == session.id]
+assert len(own_shots) == shots, (len(own_shots), shots)
+own_ships = [e for e in events if isinstance(e, ShipPlacedEvent) and e.player == session.id]
+assert all(e.placement is not UNSET for e in own_ships), "our own placements are in our feed"
+assert all(event.names is not UNSET for event in events), "events name the players"
+finished = next(e for e in events if isinstance(e, MatchFinishedEvent))
+winner = "we" if finished.winner == session.id else "the bot"
+print(
+    f"{RULESET.value}: {shots} shots, {len(events)} typed events, "
+    f"{finished.reason.value}, {winner} won against {bot.name}"
+)
