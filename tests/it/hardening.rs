@@ -1202,3 +1202,48 @@ async fn readiness_is_answered_from_a_probe_a_second_old_at_most(pool: PgPool) {
         StatusCode::SERVICE_UNAVAILABLE
     );
 }
+
+#[sqlx::test]
+async fn the_auditor_sees_a_matchs_hidden_information_only_once_it_ended(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let (id, first, _second) = app.battle_match("statki").await;
+    let id: uuid::Uuid = id.parse().unwrap();
+    let visible = |sql: &'static str| {
+        let pool = app.pool.clone();
+        async move {
+            let mut tx = pool.begin().await.unwrap();
+            sqlx::query("SET LOCAL ROLE statki_auditor")
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            let count: i64 = sqlx::query_scalar(sql)
+                .bind(id)
+                .fetch_one(&mut *tx)
+                .await
+                .unwrap();
+            tx.rollback().await.unwrap();
+            count
+        }
+    };
+    let events = "SELECT count(*) FROM match_events WHERE match_id = $1";
+    let placements = "SELECT count(*) FROM match_events
+                      WHERE match_id = $1 AND payload::text LIKE '%salt%'";
+    let row = "SELECT count(*) FROM matches WHERE id = $1";
+    assert_eq!(
+        visible(events).await,
+        0,
+        "a running match's events are hidden"
+    );
+    assert_eq!(
+        visible(row).await,
+        0,
+        "a running match's snapshot is hidden"
+    );
+    let resigned = app
+        .post(&format!("/v1/matches/{id}/resign"), &first.token, json!({}))
+        .await;
+    assert_eq!(resigned.status, StatusCode::OK, "{:?}", resigned.body);
+    assert!(visible(events).await > 0, "readable once it ended");
+    assert!(visible(placements).await > 0, "salts included");
+    assert_eq!(visible(row).await, 1);
+}
