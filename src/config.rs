@@ -176,6 +176,12 @@ pub struct Config {
     #[arg(long, env = "STATKI_MAX_CONNECTIONS", default_value_t = 10_000)]
     pub max_connections: usize,
 
+    /// The role the service works as once migrations ran as DATABASE_URL's role (the owner):
+    /// every pooled connection runs `SET ROLE` to it. It owns nothing and may only insert and
+    /// read the event log (see docs/security.md). Empty: work as DATABASE_URL's role.
+    #[arg(long, env = "STATKI_DB_ROLE", default_value = "statki_app")]
+    pub db_role: String,
+
     /// Largest database connection pool.
     #[arg(long, env = "STATKI_DB_POOL", default_value_t = 16)]
     pub db_pool: u32,
@@ -185,6 +191,11 @@ pub struct Config {
 }
 
 impl Config {
+    /// The role to work as, if any.
+    pub fn db_role(&self) -> Option<&str> {
+        Some(self.db_role.trim()).filter(|role| !role.is_empty())
+    }
+
     /// The connection limits as configured.
     pub fn connection_settings(&self) -> ConnectionSettings {
         ConnectionSettings {

@@ -1247,3 +1247,82 @@ async fn the_auditor_sees_a_matchs_hidden_information_only_once_it_ended(pool: P
     assert!(visible(placements).await > 0, "salts included");
     assert_eq!(visible(row).await, 1);
 }
+
+#[sqlx::test]
+async fn the_service_role_cannot_rewrite_the_record_of_play(pool: PgPool) {
+    statki::store::migrate(&pool)
+        .await
+        .expect("migrations, as the owner");
+    let service = statki::store::pool_options(4, Some(statki::store::APP_ROLE.into()))
+        .connect_with((*pool.connect_options()).clone())
+        .await
+        .unwrap();
+    let role: String = sqlx::query_scalar("SELECT current_user::text")
+        .fetch_one(&service)
+        .await
+        .unwrap();
+    assert_eq!(role, "statki_app");
+    // The whole service works as that role: registration, a battle, a notice, a rating.
+    let core = statki::app::App::new(
+        service.clone(),
+        standard_settings(),
+        Tokens::new(SECRET).expect("keys"),
+    );
+    let live = statki::live::Hub::start(&service, HubSettings::default());
+    let router = statki::http::app(
+        statki::http::state(core.clone(), live.clone()),
+        &test_http_settings(),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(statki::http::server::serve(
+        listener,
+        router,
+        statki::http::server::ConnectionSettings::default(),
+        std::future::pending(),
+        Duration::ZERO,
+    ));
+    let app = TestApp {
+        address,
+        client: reqwest::Client::new(),
+        pool: service.clone(),
+        app: core,
+        live,
+    };
+    let (id, first, second) = app.battle_match("statki").await;
+    let challenge = app
+        .post(
+            "/v1/matches",
+            &first.token,
+            json!({ "opponent": second.id }),
+        )
+        .await;
+    assert_eq!(
+        challenge.status,
+        StatusCode::CREATED,
+        "{:?}",
+        challenge.body
+    );
+    let resigned = app
+        .post(&format!("/v1/matches/{id}/resign"), &first.token, json!({}))
+        .await;
+    assert_eq!(resigned.status, StatusCode::OK, "{:?}", resigned.body);
+    // ...but cannot change what happened, nor switch the guard off.
+    for attack in [
+        "UPDATE match_events SET payload = '{}'",
+        "DELETE FROM match_events",
+        "ALTER TABLE match_events DISABLE TRIGGER ALL",
+        "UPDATE rating_changes SET score = 1",
+        "DROP TABLE settings",
+    ] {
+        let error = sqlx::query(attack)
+            .execute(&service)
+            .await
+            .expect_err(attack);
+        let code = error
+            .as_database_error()
+            .and_then(|e| e.code())
+            .map(|code| code.into_owned());
+        assert_eq!(code.as_deref(), Some("42501"), "{attack}: {error}");
+    }
+}
