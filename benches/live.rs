@@ -176,6 +176,7 @@ async fn start_server(
         .env("STATKI_STREAMS_PER_REPLICA", (streams + 100).to_string())
         .env("STATKI_RATE_LIMITS", "false")
         .env("STATKI_MAX_CONNECTIONS", (streams + 1000).to_string())
+        .env("STATKI_MAX_CONNECTIONS_PER_ADDRESS", "0")
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
         .kill_on_drop(true)

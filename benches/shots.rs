@@ -493,6 +493,7 @@ async fn main() {
             "bench-secret-bench-secret-bench-secret",
         )
         .env("STATKI_RATE_LIMITS", "false")
+        .env("STATKI_METRICS_OPEN", "true")
         .env("STATKI_DB_POOL", "16")
         .env("RUST_LOG", "warn")
         .spawn()

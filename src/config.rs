@@ -77,7 +77,8 @@ pub struct Config {
     #[arg(long, env = "STATKI_REQUEST_TIMEOUT_SECONDS", default_value_t = 15)]
     pub request_timeout_seconds: u64,
 
-    /// Most open event streams one player may hold on this replica (beyond: 429).
+    /// Most open event streams one player may hold across all replicas together (beyond:
+    /// 429).
     #[arg(long, env = "STATKI_STREAMS_PER_PLAYER", default_value_t = 8)]
     pub streams_per_player: usize,
 
@@ -146,6 +147,21 @@ pub struct Config {
     #[arg(long, env = "STATKI_METRICS_TOKEN", hide_env_values = true)]
     pub metrics_token: Option<String>,
 
+    /// Answer `/metrics` on the API address to anyone (for a private network only).
+    /// Without it, a metrics listener or a metrics token, the API address answers 404.
+    #[arg(long, env = "STATKI_METRICS_OPEN", default_value_t = false, action = clap::ArgAction::Set)]
+    pub metrics_open: bool,
+
+    /// Most connections one client address (an IPv6 /64) may hold open on this replica;
+    /// more are closed as soon as accepted (0: no cap). Loopback peers (a balancer on the
+    /// same host) are not capped.
+    #[arg(
+        long,
+        env = "STATKI_MAX_CONNECTIONS_PER_ADDRESS",
+        default_value_t = 256
+    )]
+    pub max_connections_per_address: usize,
+
     /// Seconds a client has to send a whole request head (from its first byte, or from
     /// the accept for a connection's first request); beyond, the connection is dropped.
     #[arg(long, env = "STATKI_HEADER_READ_TIMEOUT_SECONDS", default_value_t = 10)]
@@ -165,6 +181,12 @@ pub struct Config {
     #[arg(long, env = "STATKI_KEPT_STATES_MIB", default_value_t = 128)]
     pub kept_states_mib: u64,
 
+    /// The role the service works as once migrations ran as DATABASE_URL's role (the owner):
+    /// every pooled connection runs `SET ROLE` to it. It owns nothing and may only insert and
+    /// read the event log (see docs/security.md). Empty: work as DATABASE_URL's role.
+    #[arg(long, env = "STATKI_DB_ROLE", default_value = "statki_app")]
+    pub db_role: String,
+
     /// Largest database connection pool.
     #[arg(long, env = "STATKI_DB_POOL", default_value_t = 16)]
     pub db_pool: u32,
@@ -174,12 +196,18 @@ pub struct Config {
 }
 
 impl Config {
+    /// The role to work as, if any.
+    pub fn db_role(&self) -> Option<&str> {
+        Some(self.db_role.trim()).filter(|role| !role.is_empty())
+    }
+
     /// The connection limits as configured.
     pub fn connection_settings(&self) -> ConnectionSettings {
         ConnectionSettings {
             header_read_timeout: Duration::from_secs(self.header_read_timeout_seconds.max(1)),
             idle_timeout: Duration::from_secs(self.idle_timeout_seconds.max(1)),
             max_connections: self.max_connections.max(1),
+            max_connections_per_address: self.max_connections_per_address,
         }
     }
 
@@ -188,7 +216,8 @@ impl Config {
         match (&self.metrics_listen, &self.metrics_token) {
             (Some(_), _) => MetricsAccess::Elsewhere,
             (None, Some(token)) => MetricsAccess::Token(token.clone()),
-            (None, None) => MetricsAccess::Open,
+            (None, None) if self.metrics_open => MetricsAccess::Open,
+            (None, None) => MetricsAccess::Elsewhere,
         }
     }
 

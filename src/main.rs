@@ -82,7 +82,7 @@ fn read_pool(config: &Config) -> anyhow::Result<Option<sqlx::PgPool>> {
 }
 
 async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {
-    let pool = store::connect_and_migrate(database_url, config.db_pool)
+    let pool = store::connect_and_migrate(database_url, config.db_pool, config.db_role())
         .await
         .context("connecting to PostgreSQL and running migrations")?;
     let secret = match &config.jwt_secret {
@@ -198,9 +198,10 @@ async fn verify(config: &Config, database_url: &str) -> anyhow::Result<()> {
         .context("asking whether the server is a standby")?;
     if !standby {
         pool.close().await;
-        let migrated = store::connect_and_migrate(database_url, config.db_pool.min(2))
-            .await
-            .context("connecting to PostgreSQL and running migrations")?;
+        let migrated =
+            store::connect_and_migrate(database_url, config.db_pool.min(2), config.db_role())
+                .await
+                .context("connecting to PostgreSQL and running migrations")?;
         return verify_on(migrated).await;
     }
     verify_on(pool).await

@@ -6,9 +6,9 @@
 //! point, and characters that draw as blank (the braille blank, the null notehead). A
 //! name needs at least one letter or digit, and at most [`MAX_MARKS_IN_A_ROW`] combining
 //! marks may stack on one character. Two names are the same captain when their keys
-//! agree: the confusable skeleton (UTS #39) taken first, then case folded, then the
-//! skeleton and folding once more, so `Ala`, `ALA`, `Аla` (Cyrillic A), `Ａla` and `AIa`
-//! (capital I) cannot coexist.
+//! agree: the confusable skeleton (UTS #39) of the upper-cased name taken first, then case
+//! folded, then the skeleton and folding once more, so `Ala`, `ALA`, `Аla` (Cyrillic A),
+//! `Ａla` and `AIa` (capital I) cannot coexist.
 
 use unicode_normalization::UnicodeNormalization;
 use unicode_properties::{GeneralCategoryGroup, UnicodeGeneralCategory};
@@ -87,11 +87,14 @@ impl PlayerName {
         &self.0
     }
 
-    /// The uniqueness key: the confusable skeleton first (so a capital `I` is an `l` before
-    /// folding could make it an `i`), folded, then both again (a folded letter may have a
-    /// skeleton of its own).
+    /// The uniqueness key: the confusable skeleton of the upper-cased name first (so a
+    /// capital `I` is an `l` before folding could make it an `i`; `i`, `I` and `l` then
+    /// share a key), folded, then the skeleton and folding once more (for look-alikes only
+    /// lower case has, such as `rn` and `m`).
     pub fn key(&self) -> String {
-        let once = skeleton(&self.0).collect::<String>().to_lowercase();
+        let once = skeleton(&self.0.to_uppercase())
+            .collect::<String>()
+            .to_lowercase();
         skeleton(&once).collect::<String>().to_lowercase()
     }
 
@@ -164,7 +167,8 @@ mod tests {
     #[test]
     fn a_capital_i_is_the_look_alike_of_a_small_l() {
         assert_eq!(key("AIazzzxz"), key("Alazzzxz"));
-        assert_ne!(key("Aiazzzxz"), key("Alazzzxz"));
+        assert_eq!(key("KAPITAN"), key("Kapitan"), "case still folds");
+        assert_ne!(key("Alazzzxz"), key("Olazzzxz"));
     }
 
     #[test]

@@ -104,6 +104,14 @@ impl App {
             }
             return Ok(first);
         }
+        // A row from before the current key is found by its old key too.
+        let keys = [name.key(), name.legacy_key()];
+        if store::accounts::by_name_keys(&mut *tx, &keys, name.as_str())
+            .await?
+            .is_some()
+        {
+            return Err(AppError::NameTaken(name.to_string()));
+        }
         let id = Uuid::now_v7();
         let row = players::insert(&mut *tx, id, &name)
             .await

@@ -283,13 +283,19 @@ fn has_body(request: &Request) -> bool {
 
 /// The middleware: checks the address, the route's own limit and the player.
 pub async fn enforce(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if exempt(request.uri().path()) {
+        // Not limited, so not kept: the connection closes after the answer, and a client
+        // cannot hold connections open for free with probes.
+        let mut response = next.run(request).await;
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        return response;
+    }
     let Some(limits) = state.limits.as_deref() else {
         return next.run(request).await;
     };
     let path = request.uri().path();
-    if exempt(path) {
-        return next.run(request).await;
-    }
     let close = has_body(&request) && request.version() <= axum::http::Version::HTTP_11;
     limits.housekeeping();
     let settings = &limits.settings;

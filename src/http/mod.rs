@@ -63,6 +63,8 @@ pub struct AppState {
     pub metrics_access: MetricsAccess,
     /// This replica's rate limiters; `None` when limits are off.
     pub limits: Option<std::sync::Arc<limits::RateLimits>>,
+    /// The last readiness probe, shared by every `/readyz` for a moment.
+    pub ready: std::sync::Arc<system::ReadyProbe>,
 }
 
 /// Transport settings of the HTTP layer.
@@ -269,6 +271,7 @@ pub fn state(app: App, live: Hub) -> AppState {
         live,
         limits: None,
         metrics_access: MetricsAccess::Open,
+        ready: Default::default(),
     }
 }
 

@@ -6,12 +6,14 @@
 //! (or, on a new connection, of the accept), and a connection with no request in progress
 //! and no bytes read or written for the idle timeout is closed. A server-sent event stream
 //! writes a keep-alive comment more often than the idle timeout, so streams stay open.
+//! One client address (an IPv6 /64) may hold at most `max_connections_per_address` of the
+//! replica's connections, so no one address can take every slot.
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -34,6 +36,9 @@ pub struct ConnectionSettings {
     pub idle_timeout: Duration,
     /// Most open connections; one more is closed as soon as it is accepted.
     pub max_connections: usize,
+    /// Most open connections from one client address (an IPv6 /64); one more is closed as
+    /// soon as it is accepted. 0: no cap (behind a balancer, which caps per client itself).
+    pub max_connections_per_address: usize,
 }
 
 impl Default for ConnectionSettings {
@@ -42,6 +47,51 @@ impl Default for ConnectionSettings {
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             max_connections: 10_000,
+            max_connections_per_address: 256,
+        }
+    }
+}
+
+/// Open connections per client address, for the per-address cap.
+#[derive(Default)]
+struct PerAddress {
+    open: std::sync::Mutex<std::collections::HashMap<IpAddr, usize>>,
+}
+
+/// One connection counted against its address while it lives.
+struct AddressSlot {
+    table: Arc<PerAddress>,
+    key: IpAddr,
+}
+
+impl PerAddress {
+    fn admit(self: &Arc<Self>, peer: IpAddr, cap: usize) -> Option<AddressSlot> {
+        let key = super::limits::address_key(peer);
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = open.entry(key).or_insert(0);
+        if cap > 0 && *count >= cap {
+            return None;
+        }
+        *count += 1;
+        Some(AddressSlot {
+            table: self.clone(),
+            key,
+        })
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut open = self
+            .table
+            .open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = open.get_mut(&self.key) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                open.remove(&self.key);
+            }
         }
     }
 }
@@ -202,6 +252,7 @@ pub async fn serve(
     grace: Duration,
 ) {
     let slots = Arc::new(Semaphore::new(settings.max_connections));
+    let per_address = Arc::new(PerAddress::default());
     let (closing_tx, closing_rx) = watch::channel(false);
     tokio::pin!(shutdown);
     loop {
@@ -218,8 +269,16 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        let Some(address_slot) = per_address.admit(peer.ip(), settings.max_connections_per_address)
+        else {
+            metrics::counter!("statki_connections_refused_total", "reason" => "per_address")
+                .increment(1);
+            drop(stream);
+            continue;
+        };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
-            metrics::counter!("statki_connections_refused_total").increment(1);
+            metrics::counter!("statki_connections_refused_total", "reason" => "replica")
+                .increment(1);
             drop(stream);
             continue;
         };
@@ -229,6 +288,7 @@ pub async fn serve(
         tokio::spawn(async move {
             serve_connection(stream, peer, app, settings, closing).await;
             drop(slot);
+            drop(address_slot);
         });
     }
     let _ = closing_tx.send(true);

@@ -1,5 +1,7 @@
 //! Health, readiness, Prometheus metrics and the OpenAPI document.
 
+use std::time::{Duration, Instant};
+
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -23,20 +25,51 @@ async fn healthz() -> &'static str {
     "ok"
 }
 
-/// Readiness: the database answers.
+/// How long one readiness probe answers every `/readyz`.
+pub const READY_PROBE_TTL: Duration = Duration::from_secs(1);
+
+/// The last readiness probe of this replica: at most one database round trip per
+/// [`READY_PROBE_TTL`] however often `/readyz` is asked (callers meanwhile share it).
+#[derive(Default)]
+pub struct ReadyProbe {
+    last: tokio::sync::Mutex<Option<(Instant, bool)>>,
+}
+
+impl ReadyProbe {
+    async fn ready(&self, state: &AppState) -> bool {
+        // Held across the probe: concurrent callers wait for it rather than probe too.
+        let mut last = self.last.lock().await;
+        if let Some((at, ready)) = *last
+            && at.elapsed() < READY_PROBE_TTL
+        {
+            return ready;
+        }
+        let ready = match state.app.ready().await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(error = %e, "not ready: the database does not answer");
+                false
+            }
+        };
+        metrics::counter!("statki_ready_probes_total").increment(1);
+        *last = Some((Instant::now(), ready));
+        ready
+    }
+}
+
+/// Readiness: the database answers (probed at most once a second, shared by every caller).
 #[utoipa::path(get, path = "/readyz", tag = "system", responses(
     (status = 200, description = "ready", content_type = "text/plain", body = String),
     (status = 503, description = "`unavailable`: the database does not answer", body = super::error::Problem, content_type = "application/problem+json"),
 ))]
 async fn readyz(State(state): State<AppState>) -> Result<&'static str, ApiError> {
-    state.app.ready().await.map_err(|e| {
-        tracing::warn!(error = %e, "not ready: the database does not answer");
-        ApiError::new(
+    if !state.ready.ready(&state).await {
+        return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::Unavailable,
             "the database does not answer",
-        )
-    })?;
+        ));
+    }
     Ok("ready")
 }
 

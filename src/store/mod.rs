@@ -48,18 +48,72 @@ fn unreadable_as_corrupt(error: sqlx::Error) -> StoreError {
     }
 }
 
-/// Creates the database if it does not exist, connects, and runs the migrations.
-pub async fn connect_and_migrate(url: &str, max_connections: u32) -> anyhow::Result<PgPool> {
+/// The role the service works as (migration 0024): it owns nothing, and may only insert
+/// and read the event log and the rating history.
+pub const APP_ROLE: &str = "statki_app";
+
+/// Creates the database if it does not exist, runs the migrations as the URL's role (the
+/// owner), then connects the service's pool, switched to `role` on every connection when
+/// one is given and it exists (otherwise the pool works as the URL's role, with a warning).
+pub async fn connect_and_migrate(
+    url: &str,
+    max_connections: u32,
+    role: Option<&str>,
+) -> anyhow::Result<PgPool> {
     if !sqlx::Postgres::database_exists(url).await? {
         sqlx::Postgres::create_database(url).await?;
     }
-    let pool = PgPoolOptions::new()
-        .max_connections(max_connections)
+    let owner = PgPoolOptions::new()
+        .max_connections(1)
         .acquire_timeout(std::time::Duration::from_secs(5))
         .connect(url)
         .await?;
-    migrate(&pool).await?;
+    migrate(&owner).await?;
+    let role = match role {
+        Some(role) if role_usable(&owner, role).await? => Some(role.to_owned()),
+        Some(role) => {
+            tracing::warn!(
+                role,
+                "the service role does not exist or this login may not use it; \
+                 working as the owner (see docs/security.md)"
+            );
+            None
+        }
+        None => None,
+    };
+    owner.close().await;
+    let pool = pool_options(max_connections, role).connect(url).await?;
     Ok(pool)
+}
+
+/// Whether the connected role may `SET ROLE role`.
+async fn role_usable(owner: &PgPool, role: &str) -> Result<bool, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT EXISTS (SELECT FROM pg_roles WHERE rolname = $1)
+                AND pg_has_role(current_user, $1, 'MEMBER')",
+    )
+    .bind(role)
+    .fetch_one(owner)
+    .await?)
+}
+
+/// Options of the service's pool: every new connection switches to `role`, if given.
+pub fn pool_options(max_connections: u32, role: Option<String>) -> PgPoolOptions {
+    let options = PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(std::time::Duration::from_secs(5));
+    match role {
+        Some(role) => options.after_connect(move |conn, _| {
+            let set = format!("SET ROLE \"{}\"", role.replace('"', "\"\""));
+            Box::pin(async move {
+                sqlx::raw_sql(sqlx::AssertSqlSafe(set))
+                    .execute(conn)
+                    .await?;
+                Ok(())
+            })
+        }),
+        None => options,
+    }
 }
 
 pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {

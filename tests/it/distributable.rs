@@ -39,8 +39,8 @@ const CROSS_MATCH: &[(&str, &str)] = &[
         "a player's matches, newest first: a page across shards",
     ),
     (
-        "select count(*) from matches where creator = $1 and phase = 'waiting'",
-        "the cap on a player's open matches: a count by player across shards",
+        "select (select count(*) from matches where creator = $1 and (phase = 'waiting'",
+        "the caps on a player's open (and lately withdrawn) matches and on the challenges waiting for a player: counts by player across shards",
     ),
     (
         "update matches set wake_at = r.deadline from unnest(",

@@ -4,6 +4,10 @@
 //! SQL and the API check that every acknowledged move is stored exactly once, `statki
 //! verify` finds every match consistent with its log, and clocks were still enforced.
 //!
+//! `attacks_leave_a_victim_served` then runs the attacks of the second hardening round
+//! against one replica with default settings, each beside a victim reading its match, and
+//! prints the victim's p99 during each.
+//!
 //! It takes about a minute, so `cargo test` skips it; `scripts/checks/fault-campaign`
 //! runs it and prints its figures:
 //! `cargo test --test it fault_campaign:: -- --ignored --nocapture`.
@@ -591,4 +595,392 @@ async fn faults_under_load_lose_and_duplicate_no_acknowledged_move() {
     }
     assert!(verify.status.success(), "statki verify:\n{verify_report}");
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// A replica with the default settings (rate limits on, /metrics closed), as attacked.
+async fn start_default_replica(port: u16, database_url: &str, log: &Path) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_statki"))
+        .env("DATABASE_URL", database_url)
+        .env("STATKI_LISTEN", format!("127.0.0.1:{port}"))
+        .env("STATKI_JWT_SECRET", SECRET)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let client = reqwest::Client::new();
+    for _ in 0..200 {
+        if let Ok(response) = client
+            .get(format!("http://127.0.0.1:{port}/readyz"))
+            .send()
+            .await
+            && response.status() == StatusCode::OK
+        {
+            return child;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("replica on {port} never became ready");
+}
+
+/// A client whose connections come from `address` (a loopback address of its own), so each
+/// attacker and the victim have their own per-address budgets, as on a real network.
+fn client_from(address: &str) -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(Some(address.parse().unwrap()))
+        .build()
+        .unwrap()
+}
+
+/// The victim reads its match every 20 ms until `stop`; returns the latencies and the
+/// answers that were not 200.
+async fn victim(
+    http: reqwest::Client,
+    url: String,
+    token: String,
+    stop: Arc<AtomicBool>,
+) -> (Vec<Duration>, u64) {
+    let mut latencies = Vec::new();
+    let mut failed = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let started = Instant::now();
+        let answer = http.get(&url).bearer_auth(&token).send().await;
+        latencies.push(started.elapsed());
+        if !answer.is_ok_and(|a| a.status() == StatusCode::OK) {
+            failed += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (latencies, failed)
+}
+
+fn p99(latencies: &mut [Duration]) -> Duration {
+    latencies.sort();
+    latencies
+        .get((latencies.len() * 99 / 100).min(latencies.len().saturating_sub(1)))
+        .copied()
+        .unwrap_or_default()
+}
+
+async fn register_from(http: &reqwest::Client, base: &str, name: &str) -> (String, String) {
+    let answer: Value = http
+        .post(format!("{base}/v1/players"))
+        .json(&json!({ "name": name, "password": "the right password" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    (
+        answer["id"].as_str().unwrap().to_owned(),
+        answer["token"].as_str().unwrap().to_owned(),
+    )
+}
+
+/// Runs `attack` for `seconds` beside the victim; prints the victim's p99.
+async fn during<F: Future<Output = String>>(
+    name: &str,
+    victim_http: &reqwest::Client,
+    victim_url: &str,
+    victim_token: &str,
+    attack: impl FnOnce(Arc<AtomicBool>) -> F,
+) -> Duration {
+    let stop = Arc::new(AtomicBool::new(false));
+    let watching = tokio::spawn(victim(
+        victim_http.clone(),
+        victim_url.to_owned(),
+        victim_token.to_owned(),
+        stop.clone(),
+    ));
+    let report = attack(stop.clone()).await;
+    stop.store(true, Ordering::Relaxed);
+    let (mut latencies, failed) = watching.await.unwrap();
+    let p99 = p99(&mut latencies);
+    println!(
+        "  {name}: victim p99 {:.1} ms over {} reads, {failed} not 200; {report}",
+        p99.as_secs_f64() * 1000.0,
+        latencies.len()
+    );
+    assert_eq!(failed, 0, "{name}: the victim was refused");
+    p99
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "half a minute of attacks; run by scripts/checks/fault-campaign"]
+async fn attacks_leave_a_victim_served() {
+    let root = std::env::temp_dir().join(format!("statki-attacks-{}", std::process::id()));
+    let cluster = EmbeddedPostgres::start(&root.join("data")).await.unwrap();
+    let url = cluster.database_url();
+    let port = free_port();
+    let mut replica = start_default_replica(port, &url, &root.join("replica.log")).await;
+    let base = format!("http://127.0.0.1:{port}");
+    let victim_http = client_from("127.0.0.2");
+    let (_, victim_token) = register_from(&victim_http, &base, "victim").await;
+    let created: Value = victim_http
+        .post(format!("{base}/v1/matches"))
+        .bearer_auth(&victim_token)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let victim_url = format!("{base}/v1/matches/{}", created["id"].as_str().unwrap());
+    let attacker = client_from("127.0.0.3");
+    let (_, attacker_token) = register_from(&attacker, &base, "attacker").await;
+    println!("attacks on one replica with default settings, 4 s each:");
+    let mut worst = Duration::ZERO;
+
+    // 1. The password-change flood: one token on 24 connections, guessing.
+    worst = worst.max(
+        during("password flood", &victim_http, &victim_url, &victim_token, |stop| {
+            let (attacker, base, token) = (attacker.clone(), base.clone(), attacker_token.clone());
+            async move {
+                let counts = Arc::new(std::sync::Mutex::new(HashMap::<u16, u64>::new()));
+                let tasks: Vec<_> = (0..24)
+                    .map(|i| {
+                        let (http, base, token, stop, counts) = (
+                            attacker.clone(),
+                            base.clone(),
+                            token.clone(),
+                            stop.clone(),
+                            counts.clone(),
+                        );
+                        tokio::spawn(async move {
+                            let mut n = 0;
+                            while !stop.load(Ordering::Relaxed) {
+                                n += 1;
+                                let status = http
+                                    .put(format!("{base}/v1/me/password"))
+                                    .bearer_auth(&token)
+                                    .json(&json!({ "current_password": format!("guess {i} {n}"), "password": "a new password!" }))
+                                    .send()
+                                    .await
+                                    .map_or(0, |a| a.status().as_u16());
+                                *counts.lock().unwrap().entry(status).or_default() += 1;
+                            }
+                        })
+                    })
+                    .collect();
+                tokio::time::sleep(Duration::from_secs(4)).await;
+                stop.store(true, Ordering::Relaxed);
+                for task in tasks {
+                    task.await.unwrap();
+                }
+                let counts = counts.lock().unwrap().clone();
+                let mut counts: Vec<_> = counts.into_iter().collect();
+                counts.sort();
+                format!("attacker's answers {counts:?} (403 = a guess checked)")
+            }
+        })
+        .await,
+    );
+
+    // 2. Concurrent challenges to one player, from 12 accounts on their own addresses.
+    worst = worst.max(
+        during(
+            "12 concurrent challenges",
+            &victim_http,
+            &victim_url,
+            &victim_token,
+            |_stop| {
+                let base = base.clone();
+                async move {
+                    let target = register_from(&client_from("127.0.0.4"), &base, "target")
+                        .await
+                        .0;
+                    let mut challengers = Vec::new();
+                    for i in 0..12 {
+                        let http = client_from(&format!("127.0.1.{}", i + 1));
+                        let token = register_from(&http, &base, &format!("challenger{i}"))
+                            .await
+                            .1;
+                        challengers.push((http, token));
+                    }
+                    let answers =
+                        futures::future::join_all(challengers.iter().map(|(http, token)| {
+                            http.post(format!("{base}/v1/matches"))
+                                .bearer_auth(token)
+                                .json(&json!({ "opponent": target }))
+                                .send()
+                        }))
+                        .await;
+                    let errors = answers
+                        .iter()
+                        .filter(|a| a.as_ref().map_or(true, |a| a.status().is_server_error()))
+                        .count();
+                    assert_eq!(errors, 0, "concurrent challenges answered 5xx");
+                    format!("{errors} answers 5xx of 12")
+                }
+            },
+        )
+        .await,
+    );
+
+    // 3. Guessing one account's password from 20 addresses.
+    worst = worst.max(
+        during("log-in guesses from 20 addresses", &victim_http, &victim_url, &victim_token, |stop| {
+            let base = base.clone();
+            async move {
+                let checked = Arc::new(AtomicU64::new(0));
+                let tasks: Vec<_> = (0..20)
+                    .map(|i| {
+                        let (base, stop, checked) = (base.clone(), stop.clone(), checked.clone());
+                        let http = client_from(&format!("127.0.2.{}", i + 1));
+                        tokio::spawn(async move {
+                            let mut n = 0;
+                            while !stop.load(Ordering::Relaxed) {
+                                n += 1;
+                                let answer = http
+                                    .post(format!("{base}/v1/sessions"))
+                                    .json(&json!({ "name": "attacker", "password": format!("guess {i} {n}") }))
+                                    .send()
+                                    .await;
+                                if answer.is_ok_and(|a| a.status() == StatusCode::UNAUTHORIZED) {
+                                    checked.fetch_add(1, Ordering::Relaxed);
+                                }
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                            }
+                        })
+                    })
+                    .collect();
+                tokio::time::sleep(Duration::from_secs(4)).await;
+                stop.store(true, Ordering::Relaxed);
+                for task in tasks {
+                    task.await.unwrap();
+                }
+                let checked = checked.load(Ordering::Relaxed);
+                assert!(checked <= 6, "{checked} guesses checked in 4 s");
+                format!("{checked} guesses checked against the account")
+            }
+        })
+        .await,
+    );
+
+    // 4. Hoarding connections from one address: 400 idle, then 400 with one probe each.
+    worst = worst.max(
+        during(
+            "connection hoarding",
+            &victim_http,
+            &victim_url,
+            &victim_token,
+            |_stop| {
+                let address = format!("127.0.0.1:{port}");
+                async move {
+                    let mut idle = Vec::new();
+                    for _ in 0..400 {
+                        if let Ok(stream) = tokio::net::TcpStream::connect(&address).await {
+                            idle.push(stream);
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    let mut open = 0;
+                    for stream in &idle {
+                        let mut byte = [0u8; 1];
+                        match stream.try_read(&mut byte) {
+                            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => open += 1,
+                            _ => {}
+                        }
+                    }
+                    drop(idle);
+                    tokio::time::sleep(Duration::from_secs(3)).await;
+                    assert!(open <= 256, "{open} connections held by one address");
+                    format!("one address holds {open} of 400 connections")
+                }
+            },
+        )
+        .await,
+    );
+
+    // 5. /metrics and /readyz floods.
+    worst = worst.max(
+        during(
+            "/metrics and /readyz flood",
+            &victim_http,
+            &victim_url,
+            &victim_token,
+            |stop| {
+                let (attacker, base) = (attacker.clone(), base.clone());
+                async move {
+                    let statuses =
+                        Arc::new(std::sync::Mutex::new(HashMap::<(&str, u16), u64>::new()));
+                    let tasks: Vec<_> = (0..8)
+                        .map(|i| {
+                            let (http, base, stop, statuses) = (
+                                attacker.clone(),
+                                base.clone(),
+                                stop.clone(),
+                                statuses.clone(),
+                            );
+                            tokio::spawn(async move {
+                                let path = if i % 2 == 0 { "/metrics" } else { "/readyz" };
+                                while !stop.load(Ordering::Relaxed) {
+                                    let status = http
+                                        .get(format!("{base}{path}"))
+                                        .send()
+                                        .await
+                                        .map_or(0, |a| a.status().as_u16());
+                                    *statuses.lock().unwrap().entry((path, status)).or_default() +=
+                                        1;
+                                }
+                            })
+                        })
+                        .collect();
+                    tokio::time::sleep(Duration::from_secs(4)).await;
+                    stop.store(true, Ordering::Relaxed);
+                    for task in tasks {
+                        task.await.unwrap();
+                    }
+                    let statuses = statuses.lock().unwrap().clone();
+                    assert!(
+                        !statuses.contains_key(&("/metrics", 200)),
+                        "/metrics is public"
+                    );
+                    let mut statuses: Vec<_> = statuses.into_iter().collect();
+                    statuses.sort();
+                    format!("answers {statuses:?} (/readyz from a cached probe)")
+                }
+            },
+        )
+        .await,
+    );
+
+    // 6. A forged revocation of every player, as any role that can connect.
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&url)
+        .await
+        .unwrap();
+    sqlx::query("SELECT pg_notify('statki_tokens', id || ':9007199254740991000') FROM players")
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    worst = worst.max(
+        during(
+            "forged revocation notices",
+            &victim_http,
+            &victim_url,
+            &victim_token,
+            |_stop| async {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                "the victim's token still accepted".to_owned()
+            },
+        )
+        .await,
+    );
+    println!("  worst victim p99: {:.1} ms", worst.as_secs_f64() * 1000.0);
+    replica.kill().await.unwrap();
+    cluster.stop().await.unwrap();
+    let _ = std::fs::remove_dir_all(&root);
+    assert!(worst < Duration::from_secs(2), "victim p99 {worst:?}");
 }

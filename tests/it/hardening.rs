@@ -586,6 +586,7 @@ mod connections {
             header_read_timeout: Duration::from_millis(800),
             idle_timeout: Duration::from_millis(1500),
             max_connections: 100,
+            ..ConnectionSettings::default()
         }
     }
 
@@ -632,7 +633,7 @@ mod connections {
     async fn an_idle_keep_alive_connection_is_closed_and_a_busy_one_is_not(pool: PgPool) {
         let app = spawn_with(pool, settings()).await;
         let mut idle = connect(&app).await;
-        idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: statki\r\n\r\n")
+        idle.write_all(b"GET /v1/rulesets HTTP/1.1\r\nHost: statki\r\n\r\n")
             .await
             .unwrap();
         let mut buffer = [0u8; 1024];
@@ -647,7 +648,7 @@ mod connections {
             .build()
             .unwrap();
         for _ in 0..6 {
-            let response = client.get(app.url("/healthz")).send().await.unwrap();
+            let response = client.get(app.url("/v1/rulesets")).send().await.unwrap();
             assert_eq!(response.status(), StatusCode::OK);
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
@@ -686,6 +687,7 @@ mod connections {
                 max_connections: 2,
                 header_read_timeout: Duration::from_secs(30),
                 idle_timeout: Duration::from_secs(30),
+                ..ConnectionSettings::default()
             },
         )
         .await;
@@ -704,6 +706,49 @@ mod connections {
         let mut buffer = [0u8; 1024];
         let read = fourth.read(&mut buffer).await.unwrap();
         assert!(String::from_utf8_lossy(&buffer[..read]).starts_with("HTTP/1.1 200"));
+    }
+
+    #[sqlx::test]
+    async fn one_address_cannot_take_every_connection(pool: PgPool) {
+        let app = spawn_with(
+            pool,
+            ConnectionSettings {
+                max_connections: 100,
+                max_connections_per_address: 3,
+                header_read_timeout: Duration::from_secs(30),
+                idle_timeout: Duration::from_secs(30),
+            },
+        )
+        .await;
+        let mut held = Vec::new();
+        for _ in 0..3 {
+            held.push(connect(&app).await);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut fourth = connect(&app).await;
+        closed_within(&mut fourth, Duration::from_secs(2)).await;
+        drop(held.pop());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut again = connect(&app).await;
+        again
+            .write_all(b"GET /v1/rulesets HTTP/1.1\r\nHost: statki\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buffer = [0u8; 64];
+        let read = again.read(&mut buffer).await.unwrap();
+        assert!(String::from_utf8_lossy(&buffer[..read]).starts_with("HTTP/1.1 200"));
+    }
+
+    #[sqlx::test]
+    async fn a_probe_does_not_keep_its_connection(pool: PgPool) {
+        let app = spawn_with(pool, settings()).await;
+        let mut probe = connect(&app).await;
+        probe
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: statki\r\n\r\n")
+            .await
+            .unwrap();
+        let took = closed_within(&mut probe, Duration::from_secs(1)).await;
+        assert!(took < Duration::from_millis(500), "{took:?}");
     }
 }
 
@@ -1129,4 +1174,162 @@ async fn challenges_to_one_player_are_capped_and_withdrawn_ones_cool_down(pool: 
     let again = app.post("/v1/matches", &late.token, json!({})).await;
     assert_eq!(again.status, StatusCode::CONFLICT, "{:?}", again.body);
     assert_eq!(again.code(), "too_many_open_matches");
+}
+
+#[test]
+fn metrics_are_not_public_by_default_and_the_help_says_what_each_cap_spans() {
+    use clap::{CommandFactory, Parser};
+    use statki::config::Config;
+    let default = Config::try_parse_from(["statki"]).unwrap();
+    assert_eq!(default.metrics_access(), MetricsAccess::Elsewhere);
+    let open = Config::try_parse_from(["statki", "--metrics-open", "true"]).unwrap();
+    assert_eq!(open.metrics_access(), MetricsAccess::Open);
+    let token = Config::try_parse_from(["statki", "--metrics-token", "t"]).unwrap();
+    assert_eq!(token.metrics_access(), MetricsAccess::Token("t".into()));
+    let help = Config::command().render_long_help().to_string();
+    let streams = help
+        .split("--streams-per-player")
+        .nth(1)
+        .and_then(|rest| rest.split("--streams-per-replica").next())
+        .unwrap();
+    assert!(streams.contains("across all replicas"), "{streams}");
+}
+
+#[sqlx::test]
+async fn readiness_is_answered_from_a_probe_a_second_old_at_most(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    assert_eq!(app.get("/readyz", None).await.status, StatusCode::OK);
+    // The database goes away: the probe of a moment ago still answers...
+    app.pool.close().await;
+    assert_eq!(app.get("/readyz", None).await.status, StatusCode::OK);
+    // ...and a second later a new probe finds out.
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    assert_eq!(
+        app.get("/readyz", None).await.status,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+}
+
+#[sqlx::test]
+async fn the_auditor_sees_a_matchs_hidden_information_only_once_it_ended(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let (id, first, _second) = app.battle_match("statki").await;
+    let id: uuid::Uuid = id.parse().unwrap();
+    let visible = |sql: &'static str| {
+        let pool = app.pool.clone();
+        async move {
+            let mut tx = pool.begin().await.unwrap();
+            sqlx::query("SET LOCAL ROLE statki_auditor")
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            let count: i64 = sqlx::query_scalar(sql)
+                .bind(id)
+                .fetch_one(&mut *tx)
+                .await
+                .unwrap();
+            tx.rollback().await.unwrap();
+            count
+        }
+    };
+    let events = "SELECT count(*) FROM match_events WHERE match_id = $1";
+    let placements = "SELECT count(*) FROM match_events
+                      WHERE match_id = $1 AND payload::text LIKE '%salt%'";
+    let row = "SELECT count(*) FROM matches WHERE id = $1";
+    assert_eq!(
+        visible(events).await,
+        0,
+        "a running match's events are hidden"
+    );
+    assert_eq!(
+        visible(row).await,
+        0,
+        "a running match's snapshot is hidden"
+    );
+    let resigned = app
+        .post(&format!("/v1/matches/{id}/resign"), &first.token, json!({}))
+        .await;
+    assert_eq!(resigned.status, StatusCode::OK, "{:?}", resigned.body);
+    assert!(visible(events).await > 0, "readable once it ended");
+    assert!(visible(placements).await > 0, "salts included");
+    assert_eq!(visible(row).await, 1);
+}
+
+#[sqlx::test]
+async fn the_service_role_cannot_rewrite_the_record_of_play(pool: PgPool) {
+    statki::store::migrate(&pool)
+        .await
+        .expect("migrations, as the owner");
+    let service = statki::store::pool_options(4, Some(statki::store::APP_ROLE.into()))
+        .connect_with((*pool.connect_options()).clone())
+        .await
+        .unwrap();
+    let role: String = sqlx::query_scalar("SELECT current_user::text")
+        .fetch_one(&service)
+        .await
+        .unwrap();
+    assert_eq!(role, "statki_app");
+    // The whole service works as that role: registration, a battle, a notice, a rating.
+    let core = statki::app::App::new(
+        service.clone(),
+        standard_settings(),
+        Tokens::new(SECRET).expect("keys"),
+    );
+    let live = statki::live::Hub::start(&service, HubSettings::default());
+    let router = statki::http::app(
+        statki::http::state(core.clone(), live.clone()),
+        &test_http_settings(),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(statki::http::server::serve(
+        listener,
+        router,
+        statki::http::server::ConnectionSettings::default(),
+        std::future::pending(),
+        Duration::ZERO,
+    ));
+    let app = TestApp {
+        address,
+        client: reqwest::Client::new(),
+        pool: service.clone(),
+        app: core,
+        live,
+    };
+    let (id, first, second) = app.battle_match("statki").await;
+    let challenge = app
+        .post(
+            "/v1/matches",
+            &first.token,
+            json!({ "opponent": second.id }),
+        )
+        .await;
+    assert_eq!(
+        challenge.status,
+        StatusCode::CREATED,
+        "{:?}",
+        challenge.body
+    );
+    let resigned = app
+        .post(&format!("/v1/matches/{id}/resign"), &first.token, json!({}))
+        .await;
+    assert_eq!(resigned.status, StatusCode::OK, "{:?}", resigned.body);
+    // ...but cannot change what happened, nor switch the guard off.
+    for attack in [
+        "UPDATE match_events SET payload = '{}'",
+        "DELETE FROM match_events",
+        "ALTER TABLE match_events DISABLE TRIGGER ALL",
+        "UPDATE rating_changes SET score = 1",
+        "DROP TABLE settings",
+    ] {
+        let error = sqlx::query(attack)
+            .execute(&service)
+            .await
+            .expect_err(attack);
+        let code = error
+            .as_database_error()
+            .and_then(|e| e.code())
+            .map(|code| code.into_owned());
+        assert_eq!(code.as_deref(), Some("42501"), "{attack}: {error}");
+    }
 }
