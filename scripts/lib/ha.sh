@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # The highly available database of `scripts/cluster up --ha` (source it from scripts/cluster,
 # which defines $state, $repo, say, die, pid_alive, port_in_use, need_command and
-# stop_pidfile): etcd, two PostgreSQL nodes run by Patroni with deploy/patroni.yml, and
+# stop_pidfile, and sources scripts/lib/postgres.sh): etcd, two PostgreSQL nodes run by Patroni with deploy/patroni.yml, and
 # HAProxy in front of them with deploy/haproxy-postgres.cfg. Ports, relative to the
 # cluster's port P: etcd P+50 (peers P+51), node J's PostgreSQL P+60+J and Patroni REST API
 # P+70+J, the database front P+80 (leader) and P+81 (standby, else leader).
@@ -108,8 +108,6 @@ ha_up() {
   need_command etcd etcd-server
   need_command etcdctl etcd-client
   need_command setpriv util-linux
-  # shellcheck source=scripts/lib/postgres.sh
-  . "$repo/scripts/lib/postgres.sh"
   if [ -z "$(pg_find_bindir)" ] && [ "$(id -u)" = 0 ]; then
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql) >&2
   fi

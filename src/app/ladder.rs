@@ -259,6 +259,7 @@ pub struct LadderPage {
     pub provisional_deviation: f64,
     pub entries: Vec<LadderEntry>,
     /// Pass as `after` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub next: Option<String>,
 }
 

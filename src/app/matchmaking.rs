@@ -336,6 +336,18 @@ pub async fn run(app: App, mut stop: watch::Receiver<bool>) {
 pub struct RematchOffer {
     pub player: Uuid,
     pub expires_at: DateTime<Utc>,
+    /// Milliseconds until `expires_at`, by the server's clock.
+    pub expires_ms_left: i64,
+}
+
+impl RematchOffer {
+    fn new(player: Uuid, expires_at: DateTime<Utc>, now: DateTime<Utc>) -> Self {
+        RematchOffer {
+            player,
+            expires_at,
+            expires_ms_left: (expires_at - now).num_milliseconds().max(0),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
@@ -377,10 +389,7 @@ pub async fn rematch_state(app: &App, match_id: Uuid) -> Result<RematchState> {
     let offers: Vec<RematchOffer> = rematch::offers(&mut *conn, match_id, now)
         .await?
         .into_iter()
-        .map(|offer| RematchOffer {
-            player: offer.player_id,
-            expires_at: offer.expires_at,
-        })
+        .map(|offer| RematchOffer::new(offer.player_id, offer.expires_at, now))
         .collect();
     Ok(RematchState {
         match_id,
@@ -476,12 +485,9 @@ pub async fn ask_rematch(app: &App, match_id: Uuid, player: Uuid) -> Result<Rema
     let mut offers: Vec<RematchOffer> = offers
         .into_iter()
         .filter(|offer| offer.player_id != player)
-        .map(|offer| RematchOffer {
-            player: offer.player_id,
-            expires_at: offer.expires_at,
-        })
+        .map(|offer| RematchOffer::new(offer.player_id, offer.expires_at, now))
         .collect();
-    offers.push(RematchOffer { player, expires_at });
+    offers.push(RematchOffer::new(player, expires_at, now));
     Ok(RematchState {
         match_id,
         status: RematchStatus::Offered,

@@ -186,7 +186,25 @@ pub struct EventResource {
 }
 
 impl EventResource {
+    /// A `match_created` states its rules as played, as views do (`classic` gives an extra
+    /// shot on a hit whatever the stored option says).
     pub fn new(stored: &StoredEvent, event: Event, names: BTreeMap<Uuid, String>) -> Self {
+        let event = match event {
+            Event::MatchCreated {
+                creator,
+                rules,
+                ranked,
+                opponent,
+                deadline,
+            } => Event::MatchCreated {
+                creator,
+                rules: rules.effective(),
+                ranked,
+                opponent,
+                deadline,
+            },
+            other => other,
+        };
         let deadline = match &event {
             Event::MatchCreated { deadline, .. }
             | Event::PlayerJoined { deadline, .. }

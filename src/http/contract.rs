@@ -361,6 +361,8 @@ fn shared_headers(operation: &mut Operation) {
                 ObjectBuilder::new()
                     .schema_type(Type::Integer)
                     .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+                    .minimum(Some(0))
+                    .maximum(Some(super::stream::CURSOR_MAX as f64))
                     .build(),
             )));
         }

@@ -40,6 +40,26 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
+/// The calling player on a public read: none without an `Authorization` header, and a
+/// header that is sent must be valid like anywhere else.
+#[derive(Clone, Copy, Debug)]
+pub struct MaybeCaller(pub Option<Uuid>);
+
+impl FromRequestParts<AppState> for MaybeCaller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        if !parts
+            .headers
+            .contains_key(axum::http::header::AUTHORIZATION)
+        {
+            return Ok(MaybeCaller(None));
+        }
+        let Caller(player) = Caller::from_request_parts(parts, state).await?;
+        Ok(MaybeCaller(Some(player)))
+    }
+}
+
 /// The caller's accepted token itself, for the account routes that issue or revoke tokens.
 #[derive(Clone, Copy, Debug)]
 pub struct Authenticated(pub Verified);

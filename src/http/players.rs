@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::AppState;
 use super::error::{ApiError, Problem};
-use super::extract::{ApiJson, ApiPath, ApiQuery, Caller, IdempotencyKey};
+use super::extract::{ApiJson, ApiPath, ApiQuery, IdempotencyKey, MaybeCaller};
 use crate::app::reads::MatchPage;
 use crate::app::{PlayerProfile, Session};
 use crate::store::listing::Listing;
@@ -25,12 +25,14 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewPlayer {
-    /// 1–32 characters, unique regardless of case; no control characters, and no white
-    /// space at either end.
+    /// 1–32 characters, unique regardless of case and look-alikes; no control, invisible
+    /// or bidirectional-control characters (the pattern lists those of the Basic
+    /// Multilingual Plane; the server also refuses the few beyond it, and a name without a
+    /// letter or digit, as `422 invalid_name`), and no white space at either end.
     #[schema(
         min_length = 1,
         max_length = 32,
-        pattern = r"^[^\s\x00-\x1f\x7f-\x9f]([^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f])?$",
+        pattern = r"^[^\s\x00-\x1f\x7f-\x9f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u2800\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffc]([^\x00-\x1f\x7f-\x9f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u2800\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffc]*[^\s\x00-\x1f\x7f-\x9f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u2800\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffc])?$",
         example = "Ala"
     )]
     pub name: String,
@@ -104,11 +106,13 @@ pub struct MatchesPage {
     pub limit: Option<i64>,
 }
 
-/// A player's matches, newest first, a page at a time.
+/// A player's matches, newest first, a page at a time. Public like the profile: without a
+/// token every entry is a spectator's view; with one, the caller's own matches are its
+/// participant views.
 #[utoipa::path(
     get, path = "/v1/players/{id}/matches", tag = "players",
     params(("id" = Uuid, Path, description = "Player id"), MatchesPage),
-    security(("bearer" = [])),
+    security((), ("bearer" = [])),
     responses(
         (status = 200, description = "A page of the player's matches as the caller sees them", body = MatchPage),
         (status = 400, description = "`invalid_cursor`", body = Problem, content_type = "application/problem+json"),
@@ -117,7 +121,7 @@ pub struct MatchesPage {
 )]
 async fn player_matches(
     State(state): State<AppState>,
-    Caller(caller): Caller,
+    MaybeCaller(caller): MaybeCaller,
     ApiPath(id): ApiPath<Uuid>,
     ApiQuery(page): ApiQuery<MatchesPage>,
 ) -> Result<Json<MatchPage>, ApiError> {
@@ -127,7 +131,7 @@ async fn player_matches(
     Ok(Json(
         state
             .app
-            .list_matches(listing, caller, after, limit)
+            .list_matches(listing, caller.unwrap_or(Uuid::nil()), after, limit)
             .await?,
     ))
 }

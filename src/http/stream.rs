@@ -96,37 +96,43 @@ pub fn router() -> OpenApiRouter<AppState> {
 pub struct StreamQuery {
     /// Start after this sequence number (0 = from the beginning). A `Last-Event-ID`
     /// header, as sent by a reconnecting client, takes precedence.
+    #[param(minimum = 0, maximum = 9_007_199_254_740_991_i64)]
     pub after: Option<i64>,
 }
 
-/// Where a stream starts: `Last-Event-ID`, else `?after`, else the beginning.
+/// Where a stream starts: `Last-Event-ID`, else `?after`, else the beginning. Either must
+/// be a whole number from 0 to [`CURSOR_MAX`]: a bad header is `invalid_last_event_id`, a
+/// bad `?after` is `invalid_query`.
 fn resume_point(headers: &HeaderMap, query: &StreamQuery) -> Result<i64, ApiError> {
-    let from_header = match headers.get("last-event-id") {
-        None => None,
-        Some(value) => {
-            let text = value.to_str().unwrap_or_default().trim();
-            if text.is_empty() {
-                None
-            } else {
-                Some(text.parse::<i64>().map_err(|_| {
+    let in_range = |n: i64| (0..=CURSOR_MAX).contains(&n);
+    if let Some(value) = headers.get("last-event-id") {
+        let text = value.to_str().unwrap_or_default().trim();
+        if !text.is_empty() {
+            return text
+                .parse::<i64>()
+                .ok()
+                .filter(|n| in_range(*n))
+                .ok_or_else(|| {
                     ApiError::new(
                         StatusCode::BAD_REQUEST,
                         ErrorCode::InvalidLastEventId,
-                        "Last-Event-ID must be the id of an event this stream sent",
+                        format!(
+                            "Last-Event-ID must be the id of an event this stream sent \
+                             (0 to {CURSOR_MAX})"
+                        ),
                     )
-                })?)
-            }
+                });
         }
-    };
-    let after = from_header.or(query.after).unwrap_or(0).max(0);
-    if after > CURSOR_MAX {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            ErrorCode::InvalidLastEventId,
-            format!("a stream resumes after an event id from 0 to {CURSOR_MAX}"),
-        ));
     }
-    Ok(after)
+    match query.after {
+        None => Ok(0),
+        Some(after) if in_range(after) => Ok(after),
+        Some(_) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidQuery,
+            format!("`after` is a sequence number from 0 to {CURSOR_MAX}"),
+        )),
+    }
 }
 
 fn live_error(error: LiveError) -> Response {
@@ -237,7 +243,7 @@ fn sse<T: Topic>(
     responses(
         (status = 200, description = "Server-sent events (see docs/live.md): each event's `id:` is its `seq`, `event:` its `kind`, and `data:` one JSON object of the schema given here, which types one event's data rather than the whole body. A comment line (`:`) keeps an idle stream open.", content_type = "text/event-stream", body = EventResource),
         (status = 204, description = "The match is over and the caller has every event: nothing will follow (an EventSource stops reconnecting)"),
-        (status = 400, description = "`invalid_last_event_id` (not a number, or beyond 2^53 − 1), `invalid_query`", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "`invalid_last_event_id` (not a whole number from 0 to 2^53 − 1), `invalid_query` (likewise for `after`, or an unknown parameter)", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "`too_many_streams`: the caller's or this replica's stream limit; see Retry-After", body = Problem, content_type = "application/problem+json"),
@@ -276,7 +282,7 @@ async fn match_stream(
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Server-sent events (see docs/live.md): each notice's `id:` is its `seq`, `event:` its `kind`, and `data:` one JSON object of the schema given here, which types one notice rather than the whole body. A comment line (`:`) keeps an idle stream open.", content_type = "text/event-stream", body = Notice),
-        (status = 400, description = "`invalid_last_event_id` (not a number, or beyond 2^53 − 1), `invalid_query`", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "`invalid_last_event_id` (not a whole number from 0 to 2^53 − 1), `invalid_query` (likewise for `after`, or an unknown parameter)", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "`too_many_streams`: the caller's or this replica's stream limit; see Retry-After", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`unavailable`: shutting down, or the database is unavailable", body = Problem, content_type = "application/problem+json"),

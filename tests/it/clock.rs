@@ -914,9 +914,10 @@ async fn three_replicas_one_killed_finish_every_match_once(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
-    // Clocks run out evenly over 1.5 s, starting 1.5 s from now.
+    // Clocks run out evenly over 1.5 s, starting 4 s from now: the setup must finish before
+    // the first deadline, and on a loaded machine inserting the matches takes seconds.
     let players = store_players(&pool, 20).await;
-    let first = db_now(&pool).await + ms(1500);
+    let first = db_now(&pool).await + ms(4000);
     let games: Vec<_> = (0..MATCHES)
         .map(|i| {
             let at = first + ms(i as i64 * 1500 / MATCHES as i64);

@@ -216,3 +216,36 @@ async fn an_idempotency_key_is_visible_ascii(pool: PgPool) {
         (StatusCode::BAD_REQUEST, "invalid_idempotency_key")
     );
 }
+
+#[sqlx::test]
+async fn a_classic_match_created_event_states_the_rules_as_played(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let ala = app.register("Ala").await;
+    let id = app.create_match(&ala, json!({"ruleset": "classic"})).await;
+    let view = app
+        .get(&format!("/v1/matches/{id}"), Some(&ala.token))
+        .await;
+    let events = app
+        .get(&format!("/v1/matches/{id}/events"), Some(&ala.token))
+        .await;
+    assert_eq!(events.body[0]["kind"], "match_created", "{:?}", events.body);
+    assert_eq!(view.body["rules"]["options"]["extra_shot_on_hit"], true);
+    assert_eq!(events.body[0]["rules"], view.body["rules"]);
+}
+
+#[sqlx::test]
+async fn a_players_matches_are_public_like_the_profile(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let ala = app.register("Ala").await;
+    let id = app.create_match(&ala, json!({})).await;
+    let path = format!("/v1/players/{}/matches", ala.id);
+    let public = app.get(&path, None).await;
+    assert_eq!(public.status, StatusCode::OK, "{:?}", public.body);
+    assert_eq!(ids(&public), std::slice::from_ref(&id));
+    assert_eq!(public.body["matches"][0]["viewer"], "spectator");
+    let own = app.get(&path, Some(&ala.token)).await;
+    assert_eq!(own.body["matches"][0]["viewer"], "participant");
+    // A token that is sent must still be valid.
+    let forged = app.get(&path, Some("not-a-token")).await;
+    assert_eq!(forged.status, StatusCode::UNAUTHORIZED);
+}

@@ -345,21 +345,28 @@ async fn a_token_not_yet_valid_or_oversized_is_refused(pool: PgPool) {
 async fn a_stream_cursor_at_the_largest_number_is_refused(pool: PgPool) {
     let app = spawn_app(pool).await;
     let ala = app.register("Ala").await;
-    for (header, query) in [
-        (Some(i64::MAX.to_string()), ""),
-        (None, "?after=9223372036854775807"),
+    for (header, query, code) in [
+        (Some(i64::MAX.to_string()), "", "invalid_last_event_id"),
+        (
+            Some("9007199254740992".to_owned()),
+            "",
+            "invalid_last_event_id",
+        ),
+        (Some("-1".to_owned()), "", "invalid_last_event_id"),
+        (None, "?after=9223372036854775807", "invalid_query"),
+        (None, "?after=-5", "invalid_query"),
     ] {
         let mut request = app
             .client
             .get(app.url(&format!("/v1/stream{query}")))
             .bearer_auth(&ala.token);
-        if let Some(header) = header {
+        if let Some(header) = &header {
             request = request.header("last-event-id", header);
         }
         let response = request.send().await.unwrap();
         assert_eq!(response.status(), StatusCode::BAD_REQUEST);
         let body: serde_json::Value = response.json().await.unwrap();
-        assert_eq!(body["code"], "invalid_last_event_id");
+        assert_eq!(body["code"], code, "{header:?} {query}");
     }
 }
 

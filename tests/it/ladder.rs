@@ -499,7 +499,10 @@ async fn the_ladder_pages_best_first_with_a_cursor(pool: PgPool) {
         seen.extend(page["entries"].as_array().unwrap().iter().cloned());
         match page["next"].as_str() {
             Some(next) => path = format!("/v1/ladder/statki?limit=2&after={next}"),
-            None => break,
+            None => {
+                assert!(page.get("next").is_none(), "absent, not null: {page:?}");
+                break;
+            }
         }
     }
     assert_eq!(pages, 3);

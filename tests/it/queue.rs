@@ -464,6 +464,10 @@ async fn both_asking_starts_a_rematch_with_the_same_rules(pool: PgPool) {
     assert_eq!(offered.status, StatusCode::OK, "{:?}", offered.body);
     assert_eq!(offered.body["status"], "offered");
     assert_eq!(offered.body["offers"][0]["player"], a.id.as_str());
+    let left = offered.body["offers"][0]["expires_ms_left"]
+        .as_i64()
+        .unwrap();
+    assert!((110_000..=120_000).contains(&left), "{left}");
     // Asking again renews the offer without telling the opponent twice.
     let renewed = app.post(&path, &a.token, json!({})).await;
     assert_eq!(renewed.body["status"], "offered");
