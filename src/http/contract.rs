@@ -149,6 +149,18 @@ fn link_created_resources(doc: &mut OpenApi) {
         let Some(RefOr::T(created)) = create.responses.responses.get_mut("201") else {
             continue;
         };
+        created.headers.insert(
+            "Location".to_owned(),
+            HeaderBuilder::new()
+                .schema(Some(
+                    ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .format(Some(SchemaFormat::Custom("uri-reference".to_owned()))),
+                ))
+                .description(Some(format!("The created resource: `{path}/{{id}}`")))
+                .build()
+                .into(),
+        );
         let prefix = format!("{path}/{{id}}");
         for (target_path, operation_id) in &targets {
             if target_path == &prefix || target_path.starts_with(&format!("{prefix}/")) {

@@ -164,13 +164,13 @@ async fn create_match(
     Caller(caller): Caller,
     key: IdempotencyKey,
     ApiJson(body): ApiJson<NewMatch>,
-) -> Result<(StatusCode, Json<Answer<MatchResource>>), ApiError> {
+) -> Result<axum::response::Response, ApiError> {
     let idempotency = key.for_request("POST /v1/matches", &body);
     let created = state
         .app
         .create_match(caller, &body, idempotency.as_ref())
         .await?;
-    Ok((StatusCode::CREATED, Json(created)))
+    Ok(super::created("/v1/matches", created))
 }
 
 /// Matches newest first, a page at a time: `status=open` (the default) lists those waiting

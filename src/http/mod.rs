@@ -289,3 +289,24 @@ pub fn metrics_app(state: AppState) -> Router {
         )
         .with_state(state)
 }
+
+/// A `201 Created` answer with `Location: {collection}/{id}` (the `id` of the created
+/// resource, also for a replayed answer).
+pub(crate) fn created<T: serde::Serialize>(
+    collection: &str,
+    answer: T,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let body = serde_json::to_value(&answer).unwrap_or(serde_json::Value::Null);
+    let location = body
+        .get("id")
+        .and_then(serde_json::Value::as_str)
+        .and_then(|id| axum::http::HeaderValue::from_str(&format!("{collection}/{id}")).ok());
+    let mut response = (axum::http::StatusCode::CREATED, axum::Json(body)).into_response();
+    if let Some(location) = location {
+        response
+            .headers_mut()
+            .insert(axum::http::header::LOCATION, location);
+    }
+    response
+}

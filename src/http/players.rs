@@ -2,7 +2,6 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -65,7 +64,7 @@ async fn create_player(
     State(state): State<AppState>,
     key: IdempotencyKey,
     ApiJson(body): ApiJson<NewPlayer>,
-) -> Result<(StatusCode, Json<Session>), ApiError> {
+) -> Result<axum::response::Response, ApiError> {
     let digest = RegistrationDigest {
         name: &body.name,
         password: body.password.is_some(),
@@ -75,7 +74,7 @@ async fn create_player(
         .app
         .register(&body.name, body.password, idempotency.as_ref())
         .await?;
-    Ok((StatusCode::CREATED, Json(created)))
+    Ok(super::created("/v1/players", created))
 }
 
 /// A player's public profile and record.

@@ -249,3 +249,40 @@ async fn a_players_matches_are_public_like_the_profile(pool: PgPool) {
     let forged = app.get(&path, Some("not-a-token")).await;
     assert_eq!(forged.status, StatusCode::UNAUTHORIZED);
 }
+
+#[sqlx::test]
+async fn created_resources_are_located(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let player = app
+        .client
+        .post(app.url("/v1/players"))
+        .json(&json!({"name": "Ala"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(player.status(), StatusCode::CREATED);
+    let location = player.headers()["location"].to_str().unwrap().to_owned();
+    let body: serde_json::Value = player.json().await.unwrap();
+    assert_eq!(
+        location,
+        format!("/v1/players/{}", body["id"].as_str().unwrap())
+    );
+    let token = body["token"].as_str().unwrap();
+    let created = app
+        .client
+        .post(app.url("/v1/matches"))
+        .bearer_auth(token)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), StatusCode::CREATED);
+    let location = created.headers()["location"].to_str().unwrap().to_owned();
+    let body: serde_json::Value = created.json().await.unwrap();
+    assert_eq!(
+        location,
+        format!("/v1/matches/{}", body["id"].as_str().unwrap())
+    );
+    let followed = app.get(&location, Some(token)).await;
+    assert_eq!(followed.status, StatusCode::OK);
+}
