@@ -18,6 +18,8 @@ pub fn router() -> OpenApiRouter<AppState> {
     get, path = "/v1/bots", tag = "bots",
     responses((status = 200, body = Vec<BotProfile>))
 )]
-async fn list_bots(State(state): State<AppState>) -> Result<Json<Vec<BotProfile>>, ApiError> {
-    Ok(Json(state.app.bots().await?))
+async fn list_bots(
+    State(state): State<AppState>,
+) -> Result<impl axum::response::IntoResponse, ApiError> {
+    Ok(([super::CACHE_PUBLIC], Json(state.app.bots().await?)))
 }

@@ -182,6 +182,11 @@ pub fn app(state: AppState, settings: &HttpSettings) -> Router {
         .with_state(state)
 }
 
+/// `Cache-Control` of the answers that are the same for everyone and change only with a
+/// deployment: rulesets, bots, the OpenAPI document.
+pub(crate) const CACHE_PUBLIC: (header::HeaderName, &str) =
+    (header::CACHE_CONTROL, "public, max-age=300");
+
 fn cors(origins: &[String]) -> CorsLayer {
     let allow = if origins.iter().any(|origin| origin == "*") {
         AllowOrigin::any()

@@ -49,9 +49,9 @@ pub struct RuleSets {
 
 /// The presets: fleets, touching, extra shots, what a sink reveals, clocks.
 #[utoipa::path(get, path = "/v1/rulesets", tag = "rulesets", responses((status = 200, description = "The presets and clocks", body = RuleSets)))]
-async fn list_rulesets(State(state): State<AppState>) -> Json<RuleSets> {
+async fn list_rulesets(State(state): State<AppState>) -> impl axum::response::IntoResponse {
     let settings = state.app.settings();
-    Json(RuleSets {
+    let rulesets = Json(RuleSets {
         rulesets: RuleSetId::ALL
             .into_iter()
             .map(|id| RuleSetInfo {
@@ -64,5 +64,6 @@ async fn list_rulesets(State(state): State<AppState>) -> Json<RuleSets> {
         placement_seconds_bounds: Clock::PLACEMENT_BOUNDS.into(),
         shot_seconds_bounds: Clock::SHOT_BOUNDS.into(),
         join_seconds: settings.join_seconds,
-    })
+    });
+    ([super::CACHE_PUBLIC], rulesets)
 }

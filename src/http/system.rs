@@ -118,5 +118,11 @@ pub fn render_metrics(state: &AppState) -> impl IntoResponse + use<> {
 #[utoipa::path(get, path = "/openapi.yaml", tag = "system", responses((status = 200, description = "OpenAPI document", content_type = "application/yaml")))]
 async fn openapi_yaml() -> impl IntoResponse {
     let yaml = super::openapi().to_yaml().unwrap_or_default();
-    ([(header::CONTENT_TYPE, "application/yaml")], yaml)
+    (
+        [
+            (header::CONTENT_TYPE, "application/yaml"),
+            super::CACHE_PUBLIC,
+        ],
+        yaml,
+    )
 }

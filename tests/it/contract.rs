@@ -286,3 +286,26 @@ async fn created_resources_are_located(pool: PgPool) {
     let followed = app.get(&location, Some(token)).await;
     assert_eq!(followed.status, StatusCode::OK);
 }
+
+#[sqlx::test]
+async fn what_is_the_same_for_everyone_may_be_cached(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    for path in ["/v1/rulesets", "/v1/bots", "/openapi.yaml"] {
+        let response = app.client.get(app.url(path)).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{path}");
+        assert_eq!(
+            response.headers()["cache-control"],
+            "public, max-age=300",
+            "{path}"
+        );
+    }
+    let me = app.register("Ala").await;
+    let private = app
+        .client
+        .get(app.url("/v1/me"))
+        .bearer_auth(&me.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(private.headers()["cache-control"], "no-store");
+}
