@@ -75,12 +75,13 @@ async fn readyz(State(state): State<AppState>) -> Result<&'static str, ApiError>
 
 /// Prometheus metrics: requests, latencies, matches by phase (refreshed in the background,
 /// not per scrape), shots, events, rate-limit refusals. When the operator sets a metrics
-/// token, only `Authorization: Bearer <that token>` is answered; when metrics are served
-/// on their own address, this route answers 404.
+/// token, only `Authorization: Bearer <that token>` is answered. Not public by default:
+/// unless the operator opens it, sets a token or serves metrics on an address of their
+/// own, this route answers 404.
 #[utoipa::path(get, path = "/metrics", tag = "system", security((), ("bearer" = [])), responses(
     (status = 200, description = "Prometheus text format", content_type = "text/plain"),
     (status = 401, description = "`unauthorized`: a metrics token is configured and was not sent", body = super::error::Problem, content_type = "application/problem+json"),
-    (status = 404, description = "`not_found`: metrics are served on their own address", body = super::error::Problem, content_type = "application/problem+json"),
+    (status = 404, description = "`not_found`: metrics are not public here (the default; or they are served on their own address)", body = super::error::Problem, content_type = "application/problem+json"),
 ))]
 async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
     match &state.metrics_access {
