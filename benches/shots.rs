@@ -11,6 +11,16 @@
 //! connection, `SHOTS_REPEATS=3` alternating runs of each side per connection count, whose
 //! medians are compared, `SHOTS_PGBENCH_SECONDS=10`, `PGBENCH=/path/to/pgbench`,
 //! `STATKI_BIN=` another build of the service to measure instead of this one).
+//!
+//! `STATKI_BENCH_IN_PLAY=10000` measures with that many matches in play instead: it first
+//! brings them to their first shot through the API (64 at a time), then fires round-robin
+//! shots over a working set of them (`STATKI_BENCH_WORKING_SET`, default all) for
+//! `SHOTS_SECONDS` (default 10) at each of `SHOTS_CONNECTIONS`, each connection owning its
+//! share of the matches, then the hostile order at 64 connections: every remaining shot of
+//! both seats of `STATKI_BENCH_HOSTILE_MATCHES` (default 64) other matches, shuffled, so one
+//! match often has several in flight (out-of-turn shots are answered 409 and counted apart).
+//! Each mode prints shots/s, p50, p99 and the change in `pg_stat_database.deadlocks`. This
+//! mode runs no pgbench comparison.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
@@ -467,6 +477,240 @@ fn median(values: impl Iterator<Item = f64>) -> f64 {
     }
 }
 
+/// A match in play as the round-robin shooter sees it: each seat's next cell.
+struct Live {
+    ready: Ready,
+    next: [usize; 2],
+    done: bool,
+}
+
+/// Brings `count` matches to their first shot through the API, 64 at a time.
+async fn fill(client: &std::sync::Arc<Client>, count: usize) -> Vec<Live> {
+    let claimed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let workers: Vec<_> = (0..64)
+        .map(|_| {
+            let client = client.clone();
+            let claimed = claimed.clone();
+            tokio::spawn(async move {
+                let mut made = Vec::new();
+                loop {
+                    let n = claimed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if n >= count {
+                        return made;
+                    }
+                    made.push(prepare(&client, &format!("play-{n}")).await);
+                }
+            })
+        })
+        .collect();
+    let mut all = Vec::with_capacity(count);
+    for worker in workers {
+        all.extend(worker.await.unwrap().into_iter().map(|ready| Live {
+            ready,
+            next: [0, 0],
+            done: false,
+        }));
+    }
+    all
+}
+
+/// `pg_stat_database.deadlocks` of the bench database, once the statistics have settled.
+async fn deadlocks(admin: &sqlx::PgPool) -> i64 {
+    settle_statistics(admin).await;
+    sqlx::query_scalar("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
+        .fetch_one(admin)
+        .await
+        .unwrap()
+}
+
+/// Fires the next shot of the seat on turn; its latency.
+async fn fire(client: &Client, live: &mut Live) -> Duration {
+    let turn = live.ready.turn;
+    let n = live.next[turn];
+    let cell = format!("{}{}", &COLUMNS[n % 10..n % 10 + 1], n / 10 + 1);
+    let (status, answer, took) = client
+        .call(
+            reqwest::Method::POST,
+            &format!("/v1/matches/{}/shots", live.ready.id),
+            Some(&live.ready.players[turn].1),
+            Some(json!({"cell": cell})),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    live.next[turn] += 1;
+    if answer["phase"] == "finished" {
+        live.done = true;
+    } else {
+        live.ready.turn = usize::from(answer["next_turn"] != live.ready.players[0].0.as_str());
+    }
+    took
+}
+
+/// Each connection fires in turn at every match of its share for `seconds`.
+async fn round_robin(
+    client: &std::sync::Arc<Client>,
+    matches: Vec<Live>,
+    connections: usize,
+    seconds: f64,
+) -> (Vec<Live>, Vec<Duration>, f64) {
+    let mut shares: Vec<Vec<Live>> = (0..connections).map(|_| Vec::new()).collect();
+    for (n, live) in matches.into_iter().enumerate() {
+        shares[n % connections].push(live);
+    }
+    let started = Instant::now();
+    let tasks: Vec<_> = shares
+        .into_iter()
+        .map(|mut share| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let mut latencies = Vec::new();
+                'run: loop {
+                    let mut fired = false;
+                    for live in share.iter_mut().filter(|live| !live.done) {
+                        if started.elapsed().as_secs_f64() >= seconds {
+                            break 'run;
+                        }
+                        latencies.push(fire(&client, live).await);
+                        fired = true;
+                    }
+                    if !fired {
+                        break;
+                    }
+                }
+                (share, latencies)
+            })
+        })
+        .collect();
+    let mut matches = Vec::new();
+    let mut latencies = Vec::new();
+    for task in tasks {
+        let (share, taken) = task.await.unwrap();
+        matches.extend(share);
+        latencies.extend(taken);
+    }
+    (matches, latencies, started.elapsed().as_secs_f64())
+}
+
+/// Every remaining shot of both seats of `matches`, shuffled, fired by 64 connections: the
+/// statuses and latencies of all replies.
+async fn hostile(
+    client: &std::sync::Arc<Client>,
+    matches: &[Live],
+    seconds: f64,
+) -> (Vec<(u16, Duration)>, f64) {
+    use rand::seq::SliceRandom;
+    let mut shots = Vec::new();
+    for live in matches {
+        for seat in 0..2 {
+            for n in live.next[seat]..100 {
+                let cell = format!("{}{}", &COLUMNS[n % 10..n % 10 + 1], n / 10 + 1);
+                let path = format!("/v1/matches/{}/shots", live.ready.id);
+                shots.push((path, live.ready.players[seat].1.clone(), cell));
+            }
+        }
+    }
+    shots.shuffle(&mut rand::rng());
+    let shots = std::sync::Arc::new(shots);
+    let claimed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..64)
+        .map(|_| {
+            let (client, shots, claimed) = (client.clone(), shots.clone(), claimed.clone());
+            tokio::spawn(async move {
+                let mut replies = Vec::new();
+                while started.elapsed().as_secs_f64() < seconds {
+                    let n = claimed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some((path, token, cell)) = shots.get(n) else {
+                        break;
+                    };
+                    let (status, _, took) = client
+                        .call(
+                            reqwest::Method::POST,
+                            path,
+                            Some(token),
+                            Some(json!({"cell": cell})),
+                        )
+                        .await;
+                    replies.push((status, took));
+                }
+                replies
+            })
+        })
+        .collect();
+    let mut replies = Vec::new();
+    for task in tasks {
+        replies.extend(task.await.unwrap());
+    }
+    (replies, started.elapsed().as_secs_f64())
+}
+
+fn print_mode(label: &str, latencies: &mut [Duration], seconds: f64, deadlocks: i64) {
+    latencies.sort();
+    println!(
+        "  {label:<34} {:>7} in {seconds:>5.1} s {:>7.0}/s  p50 {:>7.2} ms  p99 {:>7.2} ms  deadlocks +{deadlocks}",
+        latencies.len(),
+        latencies.len() as f64 / seconds,
+        percentile(latencies, 0.50).as_secs_f64() * 1e3,
+        percentile(latencies, 0.99).as_secs_f64() * 1e3,
+    );
+}
+
+/// The shot path with `in_play` matches in play: round-robin at each connection count, then
+/// the hostile order at 64.
+async fn run_in_play(
+    client: &std::sync::Arc<Client>,
+    admin: &sqlx::PgPool,
+    in_play: usize,
+    connections: &[usize],
+) {
+    let hostile_matches = env_or("STATKI_BENCH_HOSTILE_MATCHES", 64).min(in_play);
+    let working = env_or("STATKI_BENCH_WORKING_SET", in_play).min(in_play - hostile_matches);
+    let seconds = env_or("SHOTS_SECONDS", 10) as f64;
+    let started = Instant::now();
+    let mut matches = fill(client, in_play).await;
+    let in_play_now: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM matches WHERE phase = 'battle'")
+            .fetch_one(admin)
+            .await
+            .unwrap();
+    println!(
+        "{in_play} matches brought to their first shot in {:.0} s ({in_play_now} in battle); \
+         round-robin over {working}, hostile over {hostile_matches}, {seconds} s each:",
+        started.elapsed().as_secs_f64()
+    );
+    let hostile_set = matches.split_off(in_play - hostile_matches);
+    matches.truncate(working);
+    let mut before = deadlocks(admin).await;
+    for &c in connections {
+        let (back, mut latencies, took) = round_robin(client, matches, c, seconds).await;
+        matches = back;
+        let after = deadlocks(admin).await;
+        print_mode(
+            &format!("round-robin, {c} connections"),
+            &mut latencies,
+            took,
+            after - before,
+        );
+        before = after;
+    }
+    let (replies, took) = hostile(client, &hostile_set, seconds).await;
+    let after = deadlocks(admin).await;
+    let accepted = replies.iter().filter(|(status, _)| *status == 200).count();
+    let refused = replies.iter().filter(|(status, _)| *status == 409).count();
+    let mut latencies: Vec<Duration> = replies.iter().map(|(_, took)| *took).collect();
+    print_mode(
+        "hostile shuffled, 64 connections",
+        &mut latencies,
+        took,
+        after - before,
+    );
+    println!(
+        "    of those {accepted} accepted ({:.0}/s), {refused} refused 409 (out of turn), {} other",
+        accepted as f64 / took,
+        replies.len() - accepted - refused
+    );
+}
+
 #[tokio::main]
 async fn main() {
     let base_url = std::env::var("DATABASE_URL")
@@ -485,7 +729,15 @@ async fn main() {
     // harness, for before/after figures.
     let binary =
         std::env::var("STATKI_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_statki").to_owned());
-    let mut server = std::process::Command::new(&binary)
+    let in_play = env_or("STATKI_BENCH_IN_PLAY", 0);
+    let mut command = std::process::Command::new(&binary);
+    if in_play > 0 {
+        // Filling takes longer than a turn clock: no match may time out meanwhile.
+        command
+            .env("STATKI_PLACEMENT_SECONDS", "36000")
+            .env("STATKI_SHOT_SECONDS", "36000");
+    }
+    let mut server = command
         .env("DATABASE_URL", &url)
         .env("STATKI_LISTEN", format!("127.0.0.1:{port}"))
         .env(
@@ -528,7 +780,10 @@ async fn main() {
         .await
         .expect("bench database");
     let repeats = env_or("SHOTS_REPEATS", 3).max(1);
-    for &c in &connections {
+    if in_play > 0 {
+        run_in_play(&client, &admin, in_play, &connections).await;
+    }
+    for &c in connections.iter().filter(|_| in_play == 0) {
         let batches_before = batch_counters(&client).await;
         let mut runs = Vec::with_capacity(repeats);
         for run in 1..=repeats {
