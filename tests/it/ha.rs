@@ -713,16 +713,30 @@ async fn the_database_fails_over_twice_and_no_acknowledged_move_is_lost() {
         "the auditor reads the record of play on the standby"
     );
     drop(audit);
-    let readers: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = 'statki' AND pid <> pg_backend_pid()",
-    )
-    .fetch_one(&standby)
-    .await
-    .unwrap();
-    assert!(
-        readers > 0,
-        "the replicas' read pools connect to the standby"
-    );
+    // A read pool holds connections only while it is used (idle ones close, and a failover
+    // drops them), so drive reads that may lag through the balancer while looking.
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let _ = http
+            .get(format!("{balancer}/v1/ladder/statki"))
+            .send()
+            .await;
+        let readers: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = 'statki' AND pid <> pg_backend_pid()",
+        )
+        .fetch_one(&standby)
+        .await
+        .unwrap();
+        if readers > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the replicas' read pools connect to the standby"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     standby.close().await;
 
     let client = Client {
