@@ -17,7 +17,8 @@ use super::extract::{IDEMPOTENCY_KEY_MAX, IDEMPOTENCY_KEY_PATTERN};
 
 /// Applies every completion below to `doc`.
 pub fn complete(doc: &mut OpenApi) {
-    for item in doc.paths.paths.values_mut() {
+    for (path, item) in doc.paths.paths.iter_mut() {
+        let limited = !super::limits::exempt(path);
         let operations = [
             item.get.as_mut(),
             item.put.as_mut(),
@@ -30,14 +31,73 @@ pub fn complete(doc: &mut OpenApi) {
                 operation.security = Some(vec![SecurityRequirement::default()]);
             }
             shared_headers(operation);
-            shared_problems(operation);
+            shared_problems(operation, limited);
             describe_responses(operation);
+            cors_header(operation);
         }
     }
+    describe_deployment(doc);
     typed_views(doc);
     link_created_resources(doc);
     discriminate(doc, "EventResource", "Event", "Event");
     discriminate(doc, "Notice", "NoticeData", "Notice");
+    super::bounds::bound(doc);
+}
+
+/// Every answer may carry `Access-Control-Allow-Origin`, declared once and referenced.
+const CORS_HEADER: &str = "Access-Control-Allow-Origin";
+
+fn cors_header(operation: &mut Operation) {
+    for response in operation.responses.responses.values_mut() {
+        if let RefOr::T(response) = response {
+            response.headers.insert(
+                CORS_HEADER.to_owned(),
+                RefOr::Ref(Ref::new(format!("#/components/headers/{CORS_HEADER}"))),
+            );
+        }
+    }
+}
+
+/// What the document says of where and how it is served: the CORS header every answer
+/// may carry, the server's audience and environment, and the tokens' profile.
+fn describe_deployment(doc: &mut OpenApi) {
+    use utoipa::openapi::extensions::ExtensionsBuilder;
+    use utoipa::openapi::security::SecurityScheme;
+    let components = doc.components.get_or_insert_with(Default::default);
+    components.headers.insert(
+        CORS_HEADER.to_owned(),
+        HeaderBuilder::new()
+            .schema(Some(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .max_length(Some(crate::config::CORS_ORIGIN_MAX)),
+            ))
+            .description(Some(
+                "The request's `Origin` (or `*`), sent only when it is one the operator allows \
+                 with `STATKI_CORS_ORIGINS` (none by default)",
+            ))
+            .build()
+            .into(),
+    );
+    if let Some(RefOr::T(SecurityScheme::Http(bearer))) =
+        components.security_schemes.get_mut("bearer")
+    {
+        bearer.description = Some(
+            "A JWT the server issues (`POST /v1/players`, `POST /v1/sessions`), handled as \
+             RFC8725 advises: the algorithm is pinned (HS256, never `none`), the key has at \
+             least 32 bytes, and issuer, audience and expiry are checked on every request."
+                .to_owned(),
+        );
+    }
+    for server in doc.servers.iter_mut().flatten() {
+        // One document for every deployment: it is served by the server it describes.
+        server.description = Some(
+            "The server this document is served from, in every environment (local, staging, \
+             production)"
+                .to_owned(),
+        );
+        server.extensions = Some(ExtensionsBuilder::new().add("x-internal", false).build());
+    }
 }
 
 /// `shot_fired` → `ShotFired`.
@@ -155,7 +215,8 @@ fn link_created_resources(doc: &mut OpenApi) {
                 .schema(Some(
                     ObjectBuilder::new()
                         .schema_type(Type::String)
-                        .format(Some(SchemaFormat::Custom("uri-reference".to_owned()))),
+                        .format(Some(SchemaFormat::Custom("uri-reference".to_owned())))
+                        .max_length(Some(path.len() + "/".len() + 36)),
                 ))
                 .description(Some(format!("The created resource: `{path}/{{id}}`")))
                 .build()
@@ -240,7 +301,7 @@ fn is_typed_path(parameter: &Parameter) -> bool {
         }
 }
 
-fn shared_problems(operation: &mut Operation) {
+fn shared_problems(operation: &mut Operation, limited: bool) {
     let secured = operation
         .security
         .iter()
@@ -329,18 +390,26 @@ fn shared_problems(operation: &mut Operation) {
         .tags
         .as_ref()
         .is_some_and(|tags| tags.iter().any(|tag| tag == "system"));
-    if !system {
+    if limited {
         add_problem(
             operation,
             429,
             ErrorCode::RateLimited,
             "the client address or player is over a rate limit (see `Retry-After`)",
         );
+    }
+    if !system {
         add_problem(
             operation,
             503,
             ErrorCode::Unavailable,
             "the database is unreachable; nothing changed",
+        );
+        add_problem(
+            operation,
+            500,
+            ErrorCode::Internal,
+            "an unexpected fault, logged under the answer's `x-request-id`",
         );
     }
 }

@@ -3,6 +3,7 @@
 
 mod accounts;
 mod bots;
+mod bounds;
 mod contract;
 pub mod error;
 pub mod extract;
