@@ -1,0 +1,14 @@
+// The client package and its example are written without a single type assertion: every
+// value is typed by the generated schema or narrowed by a check the compiler follows.
+import tseslint from "typescript-eslint";
+
+export default tseslint.config({
+  files: ["src/index.ts", "src/sse.ts", "src/play-bot.ts"],
+  extends: [tseslint.configs.base],
+  rules: {
+    "@typescript-eslint/consistent-type-assertions": ["error", { assertionStyle: "never" }],
+    "@typescript-eslint/no-non-null-assertion": "error",
+    // Not even `as const`: no `as` at all.
+    "no-restricted-syntax": ["error", "TSAsExpression", "TSTypeAssertion"],
+  },
+});
