@@ -30,8 +30,12 @@ class OtherEvent:
     data: Any
 
 
+# Kinds whose class is not named `{Kind}{Suffix}`: a stream's opening snapshot.
+_SPECIAL = {"state": "MatchState"}
+
+
 def _class_for(kind: str, suffix: str):
-    name = "".join(word.capitalize() for word in kind.split("_")) + suffix
+    name = _SPECIAL.get(kind) or "".join(word.capitalize() for word in kind.split("_")) + suffix
     return getattr(models, name, None)
 
 
