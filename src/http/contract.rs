@@ -33,71 +33,12 @@ pub fn complete(doc: &mut OpenApi) {
             shared_headers(operation);
             shared_problems(operation, limited);
             describe_responses(operation);
-            cors_header(operation);
         }
     }
-    describe_deployment(doc);
     typed_views(doc);
     link_created_resources(doc);
     discriminate(doc, "EventResource", "Event", "Event");
     discriminate(doc, "Notice", "NoticeData", "Notice");
-    super::bounds::bound(doc);
-}
-
-/// Every answer may carry `Access-Control-Allow-Origin`, declared once and referenced.
-const CORS_HEADER: &str = "Access-Control-Allow-Origin";
-
-fn cors_header(operation: &mut Operation) {
-    for response in operation.responses.responses.values_mut() {
-        if let RefOr::T(response) = response {
-            response.headers.insert(
-                CORS_HEADER.to_owned(),
-                RefOr::Ref(Ref::new(format!("#/components/headers/{CORS_HEADER}"))),
-            );
-        }
-    }
-}
-
-/// What the document says of where and how it is served: the CORS header every answer
-/// may carry, the server's audience and environment, and the tokens' profile.
-fn describe_deployment(doc: &mut OpenApi) {
-    use utoipa::openapi::extensions::ExtensionsBuilder;
-    use utoipa::openapi::security::SecurityScheme;
-    let components = doc.components.get_or_insert_with(Default::default);
-    components.headers.insert(
-        CORS_HEADER.to_owned(),
-        HeaderBuilder::new()
-            .schema(Some(
-                ObjectBuilder::new()
-                    .schema_type(Type::String)
-                    .max_length(Some(crate::config::CORS_ORIGIN_MAX)),
-            ))
-            .description(Some(
-                "The request's `Origin` (or `*`), sent only when it is one the operator allows \
-                 with `STATKI_CORS_ORIGINS` (none by default)",
-            ))
-            .build()
-            .into(),
-    );
-    if let Some(RefOr::T(SecurityScheme::Http(bearer))) =
-        components.security_schemes.get_mut("bearer")
-    {
-        bearer.description = Some(
-            "A JWT the server issues (`POST /v1/players`, `POST /v1/sessions`), handled as \
-             RFC8725 advises: the algorithm is pinned (HS256, never `none`), the key has at \
-             least 32 bytes, and issuer, audience and expiry are checked on every request."
-                .to_owned(),
-        );
-    }
-    for server in doc.servers.iter_mut().flatten() {
-        // One document for every deployment: it is served by the server it describes.
-        server.description = Some(
-            "The server this document is served from, in every environment (local, staging, \
-             production)"
-                .to_owned(),
-        );
-        server.extensions = Some(ExtensionsBuilder::new().add("x-internal", false).build());
-    }
 }
 
 /// `shot_fired` → `ShotFired`.
