@@ -65,7 +65,8 @@ pub struct Config {
         long,
         env = "STATKI_CORS_ORIGINS",
         value_delimiter = ',',
-        default_value = ""
+        default_value = "",
+        value_parser = cors_origin
     )]
     pub cors_origins: Vec<String>,
 
@@ -249,4 +250,17 @@ pub enum Task {
     /// Re-fold every match from its events and check the stored rows, results, rating
     /// changes and fleet commitments; exit non-zero on any mismatch.
     Verify,
+}
+
+/// The longest origin CORS may allow (and so the longest `Access-Control-Allow-Origin`
+/// the server sends, as openapi.yaml states).
+pub const CORS_ORIGIN_MAX: usize = 2048;
+
+fn cors_origin(text: &str) -> Result<String, String> {
+    if text.len() > CORS_ORIGIN_MAX {
+        return Err(format!(
+            "an origin has at most {CORS_ORIGIN_MAX} characters"
+        ));
+    }
+    Ok(text.to_owned())
 }

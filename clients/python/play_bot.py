@@ -1,7 +1,8 @@
-"""Plays a whole match against a bot with nothing but the client generated from
-openapi.yaml by openapi-python-client (the `statki_client` package): registers a player,
-challenges a bot, places the fleet ship by ship from the server's hints, fires until the
-match ends, and reads the match's events as typed objects, one class per `kind`.
+"""Plays a whole match against a bot with nothing but the `statki-client` package: the
+client generated from openapi.yaml by openapi-python-client (`statki_client`) and its
+stream helper (`statki_sse`). Registers a player, challenges a bot, places the fleet ship
+by ship from the server's hints, fires until the match ends, then reads the match's
+events as typed objects, one class per `kind`, both as pages and as the event stream.
 
 Usage: python play_bot.py <base URL> [ruleset]
 """
@@ -38,6 +39,7 @@ from statki_client.models import (
     ShotRequest,
 )
 from statki_client.types import UNSET
+from statki_sse import OtherEvent, follow_match
 
 BASE_URL = sys.argv[1]
 RULESET = RuleSetId(sys.argv[2] if len(sys.argv) > 2 else "statki")
@@ -138,8 +140,19 @@ own_ships = [e for e in events if isinstance(e, ShipPlacedEvent) and e.player ==
 assert all(e.placement is not UNSET for e in own_ships), "our own placements are in our feed"
 assert all(event.names is not UNSET for event in events), "events name the players"
 finished = next(e for e in events if isinstance(e, MatchFinishedEvent))
+
+# The same events as the stream sends them, typed the same way; kinds this client has no
+# class for (a newer server's) are kept apart, not dropped.
+streamed = list(follow_match(me, match_id))
+event_classes = set(kinds)
+typed = [event for event in streamed if type(event) in event_classes]
+assert [event.seq for event in typed] == [event.seq for event in events], "the stream sends every event once"
+assert [type(event) for event in typed] == kinds, "each streamed event is the class of its kind"
+# Anything else is the stream's opening snapshot or a kind this client has no class for.
+extras = {type(event).__name__ for event in streamed if type(event) not in event_classes}
+assert extras <= {OtherEvent.__name__, "MatchState"}, extras
 winner = "we" if finished.winner == session.id else "the bot"
 print(
-    f"{RULESET.value}: {shots} shots, {len(events)} typed events, "
+    f"{RULESET.value}: {shots} shots, {len(events)} typed events (as many streamed), "
     f"{finished.reason.value}, {winner} won against {bot.name}"
 )

@@ -9,9 +9,11 @@ use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::AppState;
-use super::error::{ApiError, Problem};
+use super::error::{ApiError, ErrorCode, Problem};
 use super::extract::{ApiJson, Authenticated, Caller, IdempotencyKey};
+use crate::accounts::password;
 use crate::app::{Me, Session};
+use crate::names::NAME_MAX_CHARS;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -26,8 +28,23 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(deny_unknown_fields)]
 pub struct LogIn {
     /// The name registered (any case).
+    #[schema(max_length = 32)]
     pub name: String,
+    #[schema(max_length = 128)]
     pub password: String,
+}
+
+/// A text longer than any the server accepts is refused before it is looked up or
+/// hashed, whatever the account: the bound the document states for it.
+fn at_most(text: &str, max: usize, field: &str) -> Result<(), ApiError> {
+    if text.chars().count() > max {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::InvalidBody,
+            format!("`{field}` has at most {max} characters"),
+        ));
+    }
+    Ok(())
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -38,6 +55,7 @@ pub struct NewPassword {
     pub password: String,
     /// The password now set; required once the account has one.
     #[serde(default)]
+    #[schema(max_length = 128)]
     pub current_password: Option<String>,
 }
 
@@ -63,6 +81,8 @@ async fn log_in(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<LogIn>,
 ) -> Result<Json<Session>, ApiError> {
+    at_most(&body.name, NAME_MAX_CHARS, "name")?;
+    at_most(&body.password, password::MAX_CHARS, "password")?;
     Ok(Json(state.app.log_in(&body.name, body.password).await?))
 }
 
@@ -101,6 +121,9 @@ async fn set_password(
     key: IdempotencyKey,
     ApiJson(body): ApiJson<NewPassword>,
 ) -> Result<StatusCode, ApiError> {
+    if let Some(current) = &body.current_password {
+        at_most(current, password::MAX_CHARS, "current_password")?;
+    }
     let digest = PasswordDigest {
         current_password: body.current_password.is_some(),
     };

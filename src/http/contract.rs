@@ -17,7 +17,8 @@ use super::extract::{IDEMPOTENCY_KEY_MAX, IDEMPOTENCY_KEY_PATTERN};
 
 /// Applies every completion below to `doc`.
 pub fn complete(doc: &mut OpenApi) {
-    for item in doc.paths.paths.values_mut() {
+    for (path, item) in doc.paths.paths.iter_mut() {
+        let limited = !super::limits::exempt(path);
         let operations = [
             item.get.as_mut(),
             item.put.as_mut(),
@@ -30,7 +31,7 @@ pub fn complete(doc: &mut OpenApi) {
                 operation.security = Some(vec![SecurityRequirement::default()]);
             }
             shared_headers(operation);
-            shared_problems(operation);
+            shared_problems(operation, limited);
             describe_responses(operation);
         }
     }
@@ -155,7 +156,8 @@ fn link_created_resources(doc: &mut OpenApi) {
                 .schema(Some(
                     ObjectBuilder::new()
                         .schema_type(Type::String)
-                        .format(Some(SchemaFormat::Custom("uri-reference".to_owned()))),
+                        .format(Some(SchemaFormat::Custom("uri-reference".to_owned())))
+                        .max_length(Some(path.len() + "/".len() + 36)),
                 ))
                 .description(Some(format!("The created resource: `{path}/{{id}}`")))
                 .build()
@@ -240,7 +242,7 @@ fn is_typed_path(parameter: &Parameter) -> bool {
         }
 }
 
-fn shared_problems(operation: &mut Operation) {
+fn shared_problems(operation: &mut Operation, limited: bool) {
     let secured = operation
         .security
         .iter()
@@ -329,18 +331,26 @@ fn shared_problems(operation: &mut Operation) {
         .tags
         .as_ref()
         .is_some_and(|tags| tags.iter().any(|tag| tag == "system"));
-    if !system {
+    if limited {
         add_problem(
             operation,
             429,
             ErrorCode::RateLimited,
             "the client address or player is over a rate limit (see `Retry-After`)",
         );
+    }
+    if !system {
         add_problem(
             operation,
             503,
             ErrorCode::Unavailable,
             "the database is unreachable; nothing changed",
+        );
+        add_problem(
+            operation,
+            500,
+            ErrorCode::Internal,
+            "an unexpected fault, logged under the answer's `x-request-id`",
         );
     }
 }

@@ -122,6 +122,22 @@ pub struct ApiError {
 /// `Retry-After` of every `503 unavailable`: the database is restarting or failing over.
 pub const UNAVAILABLE_RETRY_AFTER_SECONDS: u64 = 2;
 
+/// The longest `Retry-After` sent: a longer wait (an operator's hourly rate) is asked for
+/// a day at a time.
+pub const RETRY_AFTER_MAX_SECONDS: u64 = 86_400;
+
+/// The longest `detail` sent: a refusal that quotes the request (an unknown field, a bad
+/// value) quotes at most this much of it.
+pub const DETAIL_MAX_CHARS: usize = 1024;
+
+/// `text` cut to at most `max` characters.
+fn at_most(mut text: String, max: usize) -> String {
+    if let Some((end, _)) = text.char_indices().nth(max) {
+        text.truncate(end);
+    }
+    text
+}
+
 impl ApiError {
     pub fn new(status: StatusCode, code: ErrorCode, detail: impl Into<String>) -> Self {
         Self {
@@ -155,7 +171,7 @@ impl IntoResponse for ApiError {
             kind: format!("urn:statki:problem:{}", self.code),
             title: self.status.canonical_reason().unwrap_or("Error").to_owned(),
             status: self.status.as_u16(),
-            detail: self.detail,
+            detail: at_most(self.detail, DETAIL_MAX_CHARS),
             code: self.code,
         };
         let mut response = (self.status, Json(problem)).into_response();
@@ -169,7 +185,7 @@ impl IntoResponse for ApiError {
             .retry_after
             .or((self.status == StatusCode::SERVICE_UNAVAILABLE)
                 .then_some(UNAVAILABLE_RETRY_AFTER_SECONDS));
-        if let Some(seconds) = retry_after {
+        if let Some(seconds) = retry_after.map(|seconds| seconds.min(RETRY_AFTER_MAX_SECONDS)) {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(seconds));

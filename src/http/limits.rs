@@ -220,7 +220,7 @@ fn check<K: std::hash::Hash + Eq + Clone>(
 fn refused(limiter: Limiter, wait: Duration, close: bool) -> Response {
     metrics::counter!("statki_rate_limited_total", "limit" => limiter.name).increment(1);
     let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-    let seconds = seconds.max(1);
+    let seconds = seconds.clamp(1, super::error::RETRY_AFTER_MAX_SECONDS);
     let mut response = ApiError::new(
         StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::RateLimited,
@@ -254,7 +254,7 @@ fn refused(limiter: Limiter, wait: Duration, close: bool) -> Response {
 }
 
 /// Probes are never limited: a balancer polling them must not lock clients out.
-fn exempt(path: &str) -> bool {
+pub(crate) fn exempt(path: &str) -> bool {
     matches!(path, "/healthz" | "/readyz" | "/metrics")
 }
 

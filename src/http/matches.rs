@@ -52,7 +52,9 @@ impl ShipPosition {
 #[derive(Clone, Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FleetRequest {
-    /// Every ship of the fleet, in fleet order.
+    /// Every ship of the fleet, in fleet order: 5 (`statki`), 10 (`classic`) or 6
+    /// (`battaglia`).
+    #[schema(min_items = 5, max_items = 10)]
     pub ships: Vec<ShipPosition>,
 }
 
@@ -125,6 +127,7 @@ pub fn page_cursor(after: Option<&str>) -> Result<Option<Cursor>, ApiError> {
 pub struct EventsQuery {
     /// Only events with a greater sequence number (0 = all). At most 500 are returned.
     #[serde(default)]
+    #[param(minimum = 0, maximum = 9_007_199_254_740_991_i64)]
     pub after: i64,
 }
 
@@ -382,5 +385,15 @@ async fn match_events(
     ApiPath(id): ApiPath<Uuid>,
     ApiQuery(query): ApiQuery<EventsQuery>,
 ) -> Result<Json<Vec<EventResource>>, ApiError> {
+    if !(0..=super::stream::CURSOR_MAX).contains(&query.after) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidQuery,
+            format!(
+                "`after` is a sequence number from 0 to {}",
+                super::stream::CURSOR_MAX
+            ),
+        ));
+    }
     Ok(Json(state.app.events(id, caller, query.after).await?))
 }

@@ -3,7 +3,9 @@
 
 mod accounts;
 mod bots;
+mod bounds;
 mod contract;
+mod deployment;
 pub mod error;
 pub mod extract;
 mod ladder;
@@ -138,6 +140,9 @@ fn routes() -> OpenApiRouter<AppState> {
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut doc = routes().split_for_parts().1;
     contract::complete(&mut doc);
+    deployment::describe(&mut doc);
+    // Last: every value the other completions added is bounded too.
+    bounds::bound(&mut doc);
     doc
 }
 

@@ -309,3 +309,87 @@ async fn what_is_the_same_for_everyone_may_be_cached(pool: PgPool) {
         .unwrap();
     assert_eq!(private.headers()["cache-control"], "no-store");
 }
+
+#[sqlx::test]
+async fn texts_longer_than_the_document_allows_are_refused_before_any_look_up(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let ala = app.register("Ala").await;
+    let log_in =
+        |body: serde_json::Value| app.send(app.client.post(app.url("/v1/sessions")).json(&body));
+    let long_name = log_in(json!({ "name": "A".repeat(33), "password": "correct horse" })).await;
+    assert_eq!(
+        (long_name.status, long_name.code()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "invalid_body"),
+        "{:?}",
+        long_name.body
+    );
+    let long_password = log_in(json!({ "name": "Ala", "password": "p".repeat(129) })).await;
+    assert_eq!(
+        (long_password.status, long_password.code()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "invalid_body")
+    );
+    // At the bounds, a log-in is looked up and checked as ever.
+    let at_bounds = log_in(json!({ "name": "A".repeat(32), "password": "p".repeat(128) })).await;
+    assert_eq!(
+        (at_bounds.status, at_bounds.code()),
+        (StatusCode::UNAUTHORIZED, "invalid_credentials")
+    );
+    let long_current = app
+        .put(
+            "/v1/me/password",
+            &ala.token,
+            json!({ "password": "battery staple", "current_password": "c".repeat(129) }),
+        )
+        .await;
+    assert_eq!(
+        (long_current.status, long_current.code()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "invalid_body")
+    );
+}
+
+#[sqlx::test]
+async fn an_events_page_starts_after_a_sequence_number_from_0_to_2_53(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let ala = app.register("Ala").await;
+    let id = app.create_match(&ala, json!({})).await;
+    for after in ["-1", "9007199254740992"] {
+        let reply = app
+            .get(
+                &format!("/v1/matches/{id}/events?after={after}"),
+                Some(&ala.token),
+            )
+            .await;
+        assert_eq!(
+            (reply.status, reply.code()),
+            (StatusCode::BAD_REQUEST, "invalid_query"),
+            "after={after}"
+        );
+    }
+    for after in ["0", "9007199254740991"] {
+        let reply = app
+            .get(
+                &format!("/v1/matches/{id}/events?after={after}"),
+                Some(&ala.token),
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::OK, "after={after}");
+    }
+}
+
+#[sqlx::test]
+async fn a_problem_quotes_at_most_1024_characters_of_the_request(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let ala = app.register("Ala").await;
+    // An unknown field is named in the refusal: a long one is cut.
+    let field = "x".repeat(5_000);
+    let reply = app
+        .post("/v1/matches", &ala.token, json!({ field: true }))
+        .await;
+    assert_eq!(reply.code(), "invalid_body", "{:?}", reply.status);
+    let detail = reply.body["detail"].as_str().expect("a detail");
+    assert!(
+        detail.contains("xxxx"),
+        "the detail names the field: {detail}"
+    );
+    assert_eq!(detail.chars().count(), 1024);
+}

@@ -21,10 +21,19 @@ if (!baseUrl) throw new Error("usage: node dist/check.js <base URL>");
 
 // ---- every answer is checked against the document -------------------------------------
 
-const document = parse(readFileSync(new URL("../../../openapi.yaml", import.meta.url), "utf8"));
+/** What this check reads of the document itself (the rest goes to Ajv whole). */
+interface DocumentOperation {
+  operationId?: string;
+  responses?: Record<string, { content?: Record<string, { schema?: object }> }>;
+}
+interface Document {
+  paths: Record<string, Record<string, DocumentOperation>>;
+}
+// `parse` answers `any`: the annotation is what the rest of the check relies on.
+const document: Document = parse(readFileSync(new URL("../../../openapi.yaml", import.meta.url), "utf8"));
 const ajv = new Ajv2020({ strict: false, allErrors: true });
-const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => void;
-addFormats(ajv);
+// A CommonJS module: under NodeNext its default import is the module, whose `default` is the plugin.
+addFormatsModule.default(ajv);
 for (const format of ["int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64", "double", "float"]) {
   ajv.addFormat(format, true);
 }
@@ -33,9 +42,9 @@ ajv.addSchema({ ...document, $id: "openapi" });
 let validated = 0;
 const operationsSeen = new Set<string>();
 
-function templateOf(url: string): [string, Record<string, unknown>] {
+function templateOf(url: string): [string, Record<string, DocumentOperation>] {
   const path = new URL(url).pathname;
-  for (const [template, item] of Object.entries(document.paths as Record<string, Record<string, unknown>>)) {
+  for (const [template, item] of Object.entries(document.paths)) {
     const pattern = new RegExp("^" + template.replace(/\{[^}]+\}/g, "[^/]+") + "$");
     if (pattern.test(path)) return [template, item];
   }
@@ -46,19 +55,20 @@ function templateOf(url: string): [string, Record<string, unknown>] {
 const requests = new WeakMap<Response, Request>();
 
 /** Validates an answer against its documented schema and returns it. */
-async function checked<T extends { response: Response }>(promise: Promise<T>, expected: number): Promise<T> {
+async function checked<T extends { response: Response; data?: unknown; error?: unknown }>(promise: Promise<T>, expected: number): Promise<T> {
   const result = await promise;
   const { response } = result;
   const method = requests.get(response)?.method.toLowerCase();
   assert.ok(method, "the request was recorded");
   const [template, item] = templateOf(response.url);
-  const operation = item[method] as { operationId: string; responses: Record<string, { content?: Record<string, { schema?: object }> }> };
+  const operation = item[method];
+  assert.ok(operation?.operationId && operation.responses, `${method.toUpperCase()} ${template} is documented`);
   operationsSeen.add(operation.operationId);
-  const body = (result as unknown as { data?: unknown; error?: unknown }).data ?? (result as unknown as { error?: unknown }).error;
+  const body = result.data ?? result.error;
   assert.equal(response.status, expected, `${method.toUpperCase()} ${response.url}: ${response.status} ${JSON.stringify(body)}`);
   const documented = operation.responses[String(response.status)];
   assert.ok(documented, `${method.toUpperCase()} ${template} answered an undocumented ${response.status}`);
-  const contentType = (response.headers.get("content-type") ?? "").split(";")[0]!.trim();
+  const contentType = (response.headers.get("content-type") ?? "").split(";")[0]?.trim() ?? "";
   const schema = documented.content?.[contentType]?.schema;
   if (schema && contentType.endsWith("json")) {
     const pointer = `${template.replace(/~/g, "~0").replace(/\//g, "~1")}/${method}/responses/${response.status}/content/${contentType.replace(/\//g, "~1")}/schema`;
@@ -101,13 +111,15 @@ interface Sse {
 /** Reads `count` events from an open stream answer, then closes it. */
 async function readEvents(response: Response, count: number, controller: AbortController): Promise<Sse[]> {
   assert.equal(response.headers.get("content-type")?.split(";")[0], "text/event-stream");
-  const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
+  assert.ok(response.body, "a stream has a body");
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
   const events: Sse[] = [];
   let buffer = "";
   while (events.length < count) {
     const { value, done } = await reader.read();
     if (done) break;
-    buffer += value;
+    buffer += decoder.decode(value, { stream: true });
     let end: number;
     while ((end = buffer.indexOf("\n\n")) >= 0 && events.length < count) {
       const block = buffer.slice(0, end);
@@ -125,6 +137,10 @@ async function readEvents(response: Response, count: number, controller: AbortCo
   }
   controller.abort();
   return events;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 function validateAs(schema: string, value: unknown) {
@@ -146,7 +162,7 @@ async function register(name: string): Promise<{ api: Api; me: Schemas["Session"
 }
 
 const statkiFleet: Schemas["FleetRequest"] = {
-  ships: ["A1", "A3", "A5", "A7", "A9"].map((cell) => ({ cell, orientation: "horizontal" as const })),
+  ships: ["A1", "A3", "A5", "A7", "A9"].map((cell): Schemas["ShipPosition"] => ({ cell, orientation: "horizontal" })),
 };
 const statkiCells = ["A1", "B1", "C1", "D1", "E1", "A3", "B3", "C3", "D3", "A5", "B5", "C5", "A7", "B7", "C7", "A9", "B9"];
 
@@ -246,7 +262,9 @@ async function main() {
     [ala.me.id, ala],
     [bolek.me.id, bolek],
   ]);
-  let shooter = players.get(battle.turn!)!;
+  const first = players.get(battle.turn ?? "");
+  assert.ok(first, "the battle has a first shooter");
+  let shooter = first;
   let target = shooter === ala ? bolek : ala;
   await checked(watcher.api.GET("/v1/matches/{id}", match), 200);
 
@@ -272,7 +290,9 @@ async function main() {
     if (shot.phase === "finished") break;
     assert.ok((shot.deadline_ms_left ?? 0) > 0, "the answer carries the clock");
     assert.equal(shot.next_turn, target.me.id);
-    const miss = data(await checked(target.api.POST("/v1/matches/{id}/shots", { ...match, body: { cell: misses[turn]! } }), 200));
+    const missCell = misses[turn];
+    assert.ok(missCell, "a cell to miss");
+    const miss = data(await checked(target.api.POST("/v1/matches/{id}/shots", { ...match, body: { cell: missCell } }), 200));
     assert.equal(miss.outcome, "miss");
     if (turn === 0) {
       // Mid-battle, every viewer's view fits the schema.
@@ -294,8 +314,9 @@ async function main() {
   assert.ok(rematch);
   const mine = data(await checked(ala.api.GET("/v1/players/{id}/matches", { params: { path: { id: ala.me.id }, query: { limit: 1 } } }), 200));
   assert.equal(mine.matches.length, 1, "limit reached the server");
+  assert.ok(mine.next, "a next page");
   const rest = data(
-    await checked(ala.api.GET("/v1/players/{id}/matches", { params: { path: { id: ala.me.id }, query: { after: mine.next! } } }), 200),
+    await checked(ala.api.GET("/v1/players/{id}/matches", { params: { path: { id: ala.me.id }, query: { after: mine.next } } }), 200),
   );
   assert.ok(!rest.matches.some((m) => m.id === mine.matches[0]?.id), "after reached the server");
   const ladder = data(await checked(anonymous.GET("/v1/ladder/{ruleset}", { params: { path: { ruleset: "statki" }, query: { limit: 1 } } }), 200));
@@ -315,7 +336,9 @@ async function main() {
   );
   const notices = await readEvents(feed.response, 1, feedAbort);
   assert.equal(notices[0]?.event, "opponent_joined");
-  assert.equal((notices[0]?.data.names as Record<string, string>)[bolek.me.id], bolek.me.name, "notices name the players");
+  const names = notices[0]?.data.names;
+  assert.ok(isRecord(names), "a notice names its players");
+  assert.equal(names[bolek.me.id], bolek.me.name, "notices name the players");
   validateAs("Notice", notices[0]?.data);
 
   // Accounts: a password at registration, log-in, the own profile, a password change, a
@@ -338,7 +361,7 @@ async function main() {
   assert.deepEqual(bots.map((bot) => bot.level).sort(), ["easy", "hard", "medium"]);
 
   const documented = new Set<string>();
-  for (const item of Object.values(document.paths as Record<string, Record<string, { operationId?: string }>>)) {
+  for (const item of Object.values(document.paths)) {
     for (const operation of Object.values(item)) if (operation.operationId) documented.add(operation.operationId);
   }
   const missed = [...documented].filter((operation) => !operationsSeen.has(operation));
