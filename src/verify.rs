@@ -24,6 +24,10 @@ use crate::store::{StoreError, events, matches, ratings};
 /// Ratings read back from JSON may differ from the computed ones in the last bits.
 const TOLERANCE: f64 = 1e-6;
 
+/// Matches checked per page: one query for their rows and one for their logs, so the walk's
+/// memory stays that of one page however large the database.
+const PAGE: i64 = 500;
+
 /// One thing that does not add up.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mismatch {
@@ -93,35 +97,47 @@ type Stored = matches::StoredColumns;
 
 /// Verifies the whole database.
 pub async fn run(pool: &PgPool) -> Result<Report, StoreError> {
+    run_in_pages(pool, PAGE).await
+}
+
+/// [`run`], reading `page` matches (and their logs) at a time.
+pub async fn run_in_pages(pool: &PgPool, page: i64) -> Result<Report, StoreError> {
     let mut tx = pool.begin().await?;
     matches::read_only_snapshot(&mut *tx).await?;
     let mut report = Report::default();
-    let rows = matches::all_columns(&mut *tx).await?;
     // Rating events by match, to compare with the history rows.
     let mut rated: HashMap<Uuid, (i64, Vec<RatingChange>)> = HashMap::new();
-    for stored in rows {
-        check_match(&mut tx, &stored, &mut report, &mut rated).await?;
+    let mut after = None;
+    loop {
+        let rows = matches::columns_page(&mut *tx, after, page.max(1)).await?;
+        let Some(last) = rows.last() else { break };
+        after = Some(last.id);
+        let ids: Vec<Uuid> = rows.iter().map(|row| row.id).collect();
+        let mut logs = events::logs(&mut *tx, &ids).await?;
+        for stored in &rows {
+            let log = logs.remove(&stored.id).unwrap_or_else(|| Ok(Vec::new()));
+            check_match(stored, log, &mut report, &mut rated);
+        }
     }
     check_ladders(&mut tx, &mut report, &rated).await?;
     tx.commit().await?;
     Ok(report)
 }
 
-async fn check_match(
-    conn: &mut PgConnection,
+fn check_match(
     stored: &Stored,
+    log: events::Log,
     report: &mut Report,
     rated: &mut HashMap<Uuid, (i64, Vec<RatingChange>)>,
-) -> Result<(), StoreError> {
+) {
     let id = Some(stored.id);
     report.matches += 1;
-    let log = match events::list(&mut *conn, stored.id, 0, i64::MAX).await {
+    let log = match log {
         Ok(log) => log,
-        Err(StoreError::Corrupt(detail)) => {
-            report.flag(id, format!("an event does not decode: {detail}"));
-            return Ok(());
+        Err(error) => {
+            report.flag(id, format!("an event does not decode: {error}"));
+            return;
         }
-        Err(error) => return Err(error),
     };
     report.events += log.len();
     for (expected, event) in (1..).zip(&log) {
@@ -130,7 +146,7 @@ async fn check_match(
                 id,
                 format!("event seq {} where {expected} was due", event.seq),
             );
-            return Ok(());
+            return;
         }
     }
     if stored.last_seq != log.len() as i64 {
@@ -147,7 +163,7 @@ async fn check_match(
         Ok(state) => state,
         Err(error) => {
             report.flag(id, format!("the event log does not fold: {error}"));
-            return Ok(());
+            return;
         }
     };
     check_row(stored, &state, report);
@@ -183,7 +199,6 @@ async fn check_match(
         (false, _) => report.flag(id, "rating_updated on a match that is not rated"),
         (true, _) => report.flag(id, "more than one rating_updated event"),
     }
-    Ok(())
 }
 
 /// The row must be exactly what its events fold to.

@@ -489,6 +489,22 @@ async fn execute(
         plans[i] = Some(plan);
     }
 
+    // Rows before standings, on every path: a kept-state batch that locked standings first
+    // could wait on a row the clock sweep or another replica holds while that one waits for
+    // the standings. So the rows of the matches it finishes ranked are locked first (the
+    // write still stores nothing over a row that moved on).
+    let settling: Vec<Uuid> = changes
+        .iter()
+        .filter(|change| cached && change.settles_rating())
+        .map(Change::id)
+        .collect();
+    if !settling.is_empty() {
+        if !lane.in_transaction {
+            lane.begin().await?;
+        }
+        matches::lock_many(&mut *lane.conn, &settling).await?;
+    }
+
     // A batch decided from kept states whose changes are the write statement alone is that
     // one statement, atomic and durable on its own: no `BEGIN`, no `COMMIT`, one round trip.
     if !lane.in_transaction && !changes.iter().all(Change::stands_alone) {

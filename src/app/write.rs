@@ -53,6 +53,22 @@ impl Change {
             })
     }
 
+    /// Whether folding it settles a rating: it finishes a ranked match, so the players'
+    /// standings are locked for it. Every path locks a match's row before its players'
+    /// standings, so a change decided from a kept state that settles a rating has its row
+    /// locked before it is folded.
+    pub fn settles_rating(&self) -> bool {
+        self.state.ranked
+            && self
+                .events
+                .iter()
+                .any(|event| matches!(event, Event::MatchFinished { .. }))
+    }
+
+    pub fn id(&self) -> Uuid {
+        self.id
+    }
+
     /// A change to a match whose row exists and is locked.
     pub fn existing(id: Uuid, last_seq: i64, state: Match, events: Vec<Event>) -> Self {
         Change {

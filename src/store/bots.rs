@@ -151,29 +151,30 @@ struct OfferRecord {
     bot: Uuid,
 }
 
+/// The bot worker's query for rematch offers (see [`rematch_offers`]): only offers made to
+/// a bot, through their partial index.
+pub const REMATCH_OFFERS: &str = "SELECT o.match_id, o.bot
+     FROM rematch_offers o
+     WHERE o.bot IS NOT NULL AND o.offered_at <= $2 AND o.expires_at > $1
+       AND NOT EXISTS (SELECT 1 FROM rematches r WHERE r.match_id = o.match_id)
+     ORDER BY o.offered_at
+     LIMIT $3";
+
 /// Finished matches against a bot whose human opponent offers a rematch (made before
-/// `settled`) that the bot has not answered yet, with the bot to answer.
+/// `settled`) that the bot has not answered yet, with the bot to answer. Reads only offers
+/// made to bots, so a poll costs what is due, not every live offer.
 pub async fn rematch_offers(
     db: impl PgExecutor<'_>,
     now: DateTime<Utc>,
     settled: DateTime<Utc>,
     limit: i64,
 ) -> Result<Vec<(Uuid, Uuid)>, StoreError> {
-    let rows = sqlx::query_as::<_, OfferRecord>(
-        "SELECT o.match_id, b.id AS bot
-         FROM rematch_offers o
-         JOIN matches m ON m.id = o.match_id
-         JOIN players b ON b.bot_level IS NOT NULL AND b.id IN (m.creator, m.joiner)
-         WHERE o.expires_at > $1 AND o.offered_at <= $2 AND o.player_id <> b.id
-           AND NOT EXISTS (SELECT 1 FROM rematches r WHERE r.match_id = o.match_id)
-         ORDER BY o.offered_at
-         LIMIT $3",
-    )
-    .bind(now)
-    .bind(settled)
-    .bind(limit)
-    .fetch_all(db)
-    .await?;
+    let rows = sqlx::query_as::<_, OfferRecord>(REMATCH_OFFERS)
+        .bind(now)
+        .bind(settled)
+        .bind(limit)
+        .fetch_all(db)
+        .await?;
     Ok(rows
         .into_iter()
         .map(|offer| (offer.match_id, offer.bot))

@@ -130,6 +130,53 @@ pub async fn list(
         .collect())
 }
 
+/// A stored event as read for [`logs`]: its match, and its payload as text, decoded per
+/// match so one unreadable event spoils only its own match's log.
+#[derive(sqlx::FromRow)]
+struct LoggedRow {
+    match_id: Uuid,
+    seq: i64,
+    at: DateTime<Utc>,
+    payload: String,
+}
+
+/// A match's whole log as [`logs`] reads it, or why it does not decode.
+pub type Log = Result<Vec<StoredEvent>, StoreError>;
+
+/// The whole logs of `ids` in one query (each in order), for walks over many matches;
+/// a match without events has an empty log.
+pub async fn logs(
+    db: impl PgExecutor<'_>,
+    ids: &[Uuid],
+) -> Result<std::collections::HashMap<Uuid, Log>, StoreError> {
+    let rows: Vec<LoggedRow> = sqlx::query_as(
+        "SELECT match_id, seq, at, payload::text AS payload FROM match_events
+         WHERE match_id = ANY($1) ORDER BY match_id, seq",
+    )
+    .bind(ids)
+    .fetch_all(db)
+    .await?;
+    let mut logs: std::collections::HashMap<Uuid, Log> =
+        ids.iter().map(|&id| (id, Ok(Vec::new()))).collect();
+    for row in rows {
+        let Some(Ok(log)) = logs.get_mut(&row.match_id) else {
+            continue;
+        };
+        match serde_json::from_str::<Event>(&row.payload) {
+            Ok(event) => log.push(StoredEvent {
+                seq: row.seq,
+                at: row.at,
+                event,
+            }),
+            Err(error) => {
+                let detail = format!("event {}: {error}", row.seq);
+                logs.insert(row.match_id, Err(StoreError::Corrupt(detail)));
+            }
+        }
+    }
+    Ok(logs)
+}
+
 /// How many events the whole log holds (tests use it to prove refusals store nothing).
 #[cfg(feature = "test-support")]
 pub async fn count_all(db: impl PgExecutor<'_>) -> Result<i64, StoreError> {

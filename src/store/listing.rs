@@ -97,12 +97,21 @@ pub async fn page(
          WHERE m.phase IN ('placement', 'battle') AND $1::uuid IS NULL AND ($2::timestamptz IS NULL OR (m.created_at, m.id) < ($2, $3))
          ORDER BY m.created_at DESC, m.id DESC LIMIT $4",
         ),
+        // The player's matches as creator and as joiner, each a page read down its own
+        // index, merged: a page costs a page, however many matches the player has.
         Listing::PlayerOf { .. } => sqlx::query_as::<_, NamedRecord>(
             "SELECT m.id, m.snapshot, m.last_seq, m.created_at,
                 (SELECT coalesce(jsonb_object_agg(p.id, p.name), '{}'::jsonb) FROM players p
                  WHERE p.id IN (m.creator, m.joiner, m.invited)) AS names
-         FROM matches m
-         WHERE (m.creator = $1 OR m.joiner = $1) AND ($2::timestamptz IS NULL OR (m.created_at, m.id) < ($2, $3))
+         FROM (
+             (SELECT * FROM matches
+              WHERE creator = $1 AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3))
+              ORDER BY created_at DESC, id DESC LIMIT $4)
+             UNION ALL
+             (SELECT * FROM matches
+              WHERE joiner = $1 AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3))
+              ORDER BY created_at DESC, id DESC LIMIT $4)
+         ) AS m
          ORDER BY m.created_at DESC, m.id DESC LIMIT $4",
         ),
     };

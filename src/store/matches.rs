@@ -226,17 +226,17 @@ pub async fn get(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<MatchRow>, 
 }
 
 /// The columns of a match row that copy its state.
-struct Columns {
-    phase: &'static str,
-    joiner: Option<Uuid>,
-    turn: Option<Uuid>,
-    deadline: Option<DateTime<Utc>>,
-    winner: Option<Uuid>,
-    reason: Option<String>,
-    snapshot: Json<Snapshot>,
+pub(super) struct Columns {
+    pub(super) phase: &'static str,
+    pub(super) joiner: Option<Uuid>,
+    pub(super) turn: Option<Uuid>,
+    pub(super) deadline: Option<DateTime<Utc>>,
+    pub(super) winner: Option<Uuid>,
+    pub(super) reason: Option<String>,
+    pub(super) snapshot: Json<Snapshot>,
 }
 
-fn columns(state: &Match) -> Result<Columns, StoreError> {
+pub(super) fn columns(state: &Match) -> Result<Columns, StoreError> {
     Ok(Columns {
         phase: state.phase.as_str(),
         joiner: state.player(1),
@@ -326,7 +326,9 @@ pub async fn write(
                                    THEN u.deadline
                                    ELSE matches.wake_at END,
                     winner = u.winner, reason = u.reason,
-                    last_seq = u.last_seq, snapshot = u.snapshot, updated_at = $1
+                    last_seq = u.last_seq, snapshot = u.snapshot, updated_at = $1,
+                    ended_at = CASE WHEN u.phase IN ('finished', 'cancelled')
+                                    THEN coalesce(matches.ended_at, $1) END
              FROM UNNEST($7::uuid[], $8::text[], $9::uuid[], $10::uuid[], $11::timestamptz[],
                          $12::uuid[], $13::text[], $14::bigint[], $15::jsonb[], $23::bigint[],
                          $24::timestamptz[])
@@ -639,12 +641,20 @@ pub struct StoredColumns {
     pub snapshot: serde_json::Value,
 }
 
-/// Every match row as stored, oldest first.
-pub async fn all_columns(db: impl PgExecutor<'_>) -> Result<Vec<StoredColumns>, StoreError> {
+/// Up to `limit` match rows as stored, in id order after `after` (from the first when
+/// `None`): a walk over every match holds one page at a time, however many there are, and
+/// each page is one descent of the primary key.
+pub async fn columns_page(
+    db: impl PgExecutor<'_>,
+    after: Option<Uuid>,
+    limit: i64,
+) -> Result<Vec<StoredColumns>, StoreError> {
     Ok(sqlx::query_as(
         "SELECT id, ruleset, ranked, phase, creator, joiner, winner, reason, last_seq, snapshot
-         FROM matches ORDER BY created_at, id",
+         FROM matches WHERE $1::uuid IS NULL OR id > $1 ORDER BY id LIMIT $2",
     )
+    .bind(after)
+    .bind(limit)
     .fetch_all(db)
     .await?)
 }

@@ -3,6 +3,8 @@
 
 pub mod accounts;
 pub mod bots;
+#[cfg(feature = "test-support")]
+pub mod bulk;
 pub mod events;
 pub mod idempotency;
 pub mod listing;

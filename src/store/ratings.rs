@@ -139,7 +139,7 @@ impl TryFrom<ChangeRecord> for ChangeRow {
     }
 }
 
-fn score_str(score: Score) -> &'static str {
+pub(super) fn score_str(score: Score) -> &'static str {
     match score {
         Score::Win => "win",
         Score::Loss => "loss",

@@ -30,7 +30,7 @@ pub async fn offers(
     .await?)
 }
 
-/// Records or renews `player`'s offer.
+/// Records or renews `player`'s offer, naming the bot it waits for when the opponent is one.
 pub async fn offer(
     db: impl PgExecutor<'_>,
     match_id: Uuid,
@@ -39,8 +39,11 @@ pub async fn offer(
     expires_at: DateTime<Utc>,
 ) -> Result<(), StoreError> {
     sqlx::query(
-        "INSERT INTO rematch_offers (match_id, player_id, offered_at, expires_at)
-         VALUES ($1, $2, $3, $4)
+        "INSERT INTO rematch_offers (match_id, player_id, offered_at, expires_at, bot)
+         SELECT $1, $2, $3, $4,
+                (SELECT p.id FROM matches m
+                 JOIN players p ON p.id IN (m.creator, m.joiner) AND p.bot_level IS NOT NULL
+                 WHERE m.id = $1 AND p.id <> $2)
          ON CONFLICT (match_id, player_id)
              DO UPDATE SET offered_at = excluded.offered_at, expires_at = excluded.expires_at",
     )

@@ -109,9 +109,23 @@ async fn fill_on(pool: &mut sqlx::PgConnection) -> DateTime<Utc> {
     .await
     .unwrap();
 
+    // Offers to people and to the bot (a tenth of the matches), all just made...
     sqlx::query(
-        "INSERT INTO rematch_offers (match_id, player_id, offered_at, expires_at)
-         SELECT id, creator, $1, $1 + interval '5 minutes' FROM matches LIMIT 20000",
+        "INSERT INTO rematch_offers (match_id, player_id, offered_at, expires_at, bot)
+         SELECT id, creator, $1, $1 + interval '5 minutes',
+                CASE WHEN joiner = '00000000-0000-4000-8000-00000000b002'::uuid THEN joiner END
+         FROM matches ORDER BY id LIMIT 20000",
+    )
+    .bind(now)
+    .execute(&mut *pool)
+    .await
+    .unwrap();
+
+    // ...but for three to the bot, whose pause has run.
+    sqlx::query(
+        "UPDATE rematch_offers SET offered_at = $1 - interval '1 minute'
+         WHERE match_id IN (SELECT match_id FROM rematch_offers WHERE bot IS NOT NULL
+                            ORDER BY match_id LIMIT 3)",
     )
     .bind(now)
     .execute(&mut *pool)
@@ -185,6 +199,20 @@ async fn every_periodic_query_costs_what_is_due_not_what_is_in_play(pool: PgPool
         uuid::Uuid::now_v7(),
         2000.0_f64
     ));
+    let offers = explained!(
+        &pool,
+        "bot rematch offers",
+        statki::store::bots::REMATCH_OFFERS,
+        now,
+        now - Duration::milliseconds(500),
+        16_i64
+    );
+    assert_eq!(
+        offers.2[0]["Plan"]["Actual Rows"].as_i64(),
+        Some(3),
+        "the due offers to bots are found"
+    );
+    results.push(offers);
     results.push(explained!(
         &pool,
         "rematch offer expiry",
