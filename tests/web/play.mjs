@@ -11,6 +11,7 @@
 import { chromium } from 'playwright-core';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
+import { audit } from './audit.mjs';
 
 const BASE = process.env.STATKI_URL || 'http://127.0.0.1:8080';
 const SCREENSHOTS = process.env.SCREENSHOTS || '';
@@ -111,6 +112,9 @@ async function waitForTurn(pages) {
     if (await pages[0].page.locator('[data-testid=result]').count()) return null;
     await pages[0].page.waitForTimeout(50);
   }
+  for (const player of pages) {
+    console.error(`${player.label}: ${player.page.url()} status: ${await player.page.locator('[data-testid=status]').textContent().catch(() => '?')}`);
+  }
   throw new Error('nobody got the turn');
 }
 
@@ -142,6 +146,7 @@ async function main() {
     const bolek = await newPlayer(browser, 'Bolek', { locale: 'pl-PL', viewport: { width: 390, height: 844 } });
     const watcher = await newPlayer(browser, 'Celina', { locale: 'en-GB' });
     if (SCREENSHOTS) await shoot(ala.page, 'signin');
+    await audit(ala.page, 'sign-in', { log });
 
     log('register, and a refusal shown from the problem detail');
     const alaName = `Ala-${suffix}`;
@@ -158,6 +163,20 @@ async function main() {
     const celinaPassword = 'siedem-mórz-7';
     await register(watcher.page, celinaName, celinaPassword);
     assert.match(await bolek.page.textContent('#nav'), /Poczekalnia/, 'a Polish browser gets Polish text');
+    await ala.page.waitForSelector('[data-testid=my-matches] .empty', WAIT);
+    await audit(ala.page, 'lobby', { log });
+
+    log('the theme switch overrides the system theme');
+    await ala.page.selectOption('[data-testid=theme]', 'dark');
+    assert.equal(await ala.page.evaluate(() => document.documentElement.dataset.theme), 'dark');
+    const darkPaper = await ala.page.evaluate(() => getComputedStyle(document.documentElement).backgroundColor);
+    assert.equal(darkPaper, 'rgb(15, 26, 36)', 'the dark theme paints the page dark under a light system theme');
+    await ala.page.emulateMedia({ colorScheme: 'dark' });
+    await ala.page.selectOption('[data-testid=theme]', 'light');
+    assert.equal(await ala.page.evaluate(() => getComputedStyle(document.documentElement).backgroundColor), 'rgb(244, 247, 250)', 'the light theme wins over a dark system theme');
+    await ala.page.selectOption('[data-testid=theme]', 'auto');
+    assert.equal(await ala.page.evaluate(() => getComputedStyle(document.documentElement).backgroundColor), 'rgb(15, 26, 36)', 'auto follows the system');
+    await ala.page.emulateMedia({ colorScheme: 'light' });
 
     log('create and join a statki match');
     const id = await createMatch(ala.page, 'statki');
@@ -175,9 +194,14 @@ async function main() {
     assert.match(await own(ala.page, 'A1').getAttribute('class'), /hint/);
     assert.equal(await own(ala.page, 'G1').getAttribute('aria-disabled'), 'true', 'a carrier cannot start on G1 horizontally');
     assert.match(await own(ala.page, 'A1').getAttribute('aria-label'), /^A1, /);
-    await ala.page.waitForFunction(() => /\d:\d\d/.test(document.querySelector('[data-testid=clock]').textContent), null, WAIT);
+    await ala.page.waitForFunction(() => /\d:\d\d/.test(document.querySelector('[data-testid=players] .player-chip.me .clock.running').textContent), null, WAIT);
+    assert.equal(await ala.page.textContent('[data-testid=players] .player-chip:not(.me) .clock'), 'ready', 'the opponent who placed at random is off the placement clock');
     await own(ala.page, 'A1').click();
     await waitNextShip(ala.page, 'Battleship');
+    const placing = await audit(ala.page, 'placement', { log });
+    for (const what of ['own hull vs water', 'bow hint vs water', 'grid line vs page']) assert.ok(placing.has(`${what} (dark)`), `placement measured ${what}`);
+    assert.equal(await own(ala.page, 'A1').getAttribute('class'), 'cell ship h bow', 'the carrier’s bow is drawn as a bow');
+    assert.equal(await own(ala.page, 'E1').getAttribute('class'), 'cell ship h stern', 'and its stern as a stern');
     await ala.page.keyboard.press('r');
     await ala.page.waitForSelector('[data-testid=rotate]:has-text("vertical")', WAIT);
     assert.equal(await own(ala.page, 'J8').getAttribute('aria-disabled'), 'true', 'a vertical battleship cannot start on J8');
@@ -223,6 +247,26 @@ async function main() {
     for (let row = 10; row >= 1 && bolekTargets.length < 40; row -= 1) {
       for (const col of 'JIHGFEDCBA') if (!alaShips.has(`${col}${row}`)) bolekTargets.push(`${col}${row}`);
     }
+    log('clocks per player: only the player on turn counts down; who fires first is said');
+    {
+      const opener = await waitForTurn([ala, bolek]);
+      const other = opener === ala ? bolek : ala;
+      await opener.page.waitForFunction(() => /^(You fire first \(drawn at random\)|Strzelasz pierwszy \(wylosowano\))\.$/.test(document.querySelector('[data-testid=first-shot]').textContent), null, WAIT);
+      await other.page.waitForSelector('[data-testid=first-shot]:not([hidden])', WAIT);
+      assert.match(await other.page.textContent('[data-testid=first-shot]'), other === bolek ? new RegExp(`Pierwszy strzela ${alaName} \\(wylosowano\\)`) : /fires first \(drawn at random\)/);
+      const chipClock = (player, mine) => player.page.locator(`[data-testid=players] .player-chip${mine ? '.me' : ':not(.me)'} .clock`);
+      assert.match(await chipClock(opener, true).getAttribute('class'), /\brunning\b/);
+      assert.doesNotMatch(await chipClock(opener, true).getAttribute('class'), /urgent/, 'a fresh 30 s shot clock is not urgent');
+      assert.match(await chipClock(opener, false).getAttribute('class'), /\bpaused\b/);
+      assert.equal(await chipClock(opener, false).textContent(), '0:30', 'the waiting player shows a full shot allowance');
+      assert.match(await chipClock(other, false).getAttribute('class'), /\brunning\b/);
+      assert.match(await chipClock(other, true).getAttribute('class'), /\bpaused\b/);
+      assert.match(await opener.page.textContent('[data-testid=status]'), /^Your shot|^Twój strzał/);
+      const before = await chipClock(opener, true).textContent();
+      await opener.page.waitForFunction((start) => document.querySelector('[data-testid=players] .player-chip.me .clock').textContent !== start, before, WAIT);
+      assert.equal(await chipClock(opener, false).textContent(), '0:30', 'the waiting player’s clock does not move');
+      assert.match(await other.page.locator('[data-testid=players] .player-chip.on-turn').textContent(), opener === ala ? new RegExp(alaName) : /Bolek/);
+    }
     let alaShots = 0;
     let bolekShots = 0;
     let reloaded = false;
@@ -240,6 +284,11 @@ async function main() {
         await fire(ala.page, cell, { keyboard: alaShots % 3 === 1 });
         alaShots += 1;
         if (alaShots === 4 && SCREENSHOTS) await shoot(ala.page, 'battle');
+        if (alaShots === 4) {
+          const battle = await audit(ala.page, 'battle', { log });
+          for (const what of ['hit cell vs water', 'hit ✕ vs hit cell', 'latest-shot ring vs its cell']) assert.ok(battle.has(`${what} (light)`), `battle measured ${what}`);
+          await audit(watcher.page, 'spectator', { log });
+        }
 
         if (alaShots === bolekShips.length) break;
       } else {
@@ -269,6 +318,9 @@ async function main() {
     // Bolek's fleet was revealed to nobody before; now Ala's sea shows where Bolek's ships... all sunk; Bolek sees Ala's unfound ships.
     assert.ok(await bolek.page.locator('[data-testid=target-board] .cell.revealed').count() > 0, 'the loser sees the winner’s fleet opened');
     if (SCREENSHOTS) await shoot(ala.page, 'end');
+    await audit(ala.page, 'end (winner)', { log });
+    const loserEnd = await audit(bolek.page, 'end (loser)', { log });
+    for (const what of ['sunk own hull vs water', 'own sunk ✕ vs hull', 'miss mark vs water']) assert.ok(loserEnd.has(`${what} (light)`), `end measured ${what}`);
 
     log('replay event by event');
     await ala.page.click('[data-testid=replay-link]');
@@ -294,6 +346,7 @@ async function main() {
     assert.match(await ala.page.textContent('[data-testid=replay-event]'), new RegExp(`^${alaName} placed`));
     assert.ok(await ala.page.locator('[data-testid=replay-board-0] .cell.ship').count() === 5, 'the carrier stands on the replayed sea');
     if (SCREENSHOTS) await shoot(ala.page, 'replay');
+    await audit(ala.page, 'replay', { log });
 
     log('rematch');
     await ala.page.goto(`${BASE}/#/m/${id}`);
@@ -329,6 +382,8 @@ async function main() {
       assert.equal(await target(first.page, cell).getAttribute('aria-disabled'), 'true', `marked ${cell} is not offered`);
     }
     if (SCREENSHOTS) await shoot(first.page, 'classic-extra-shot');
+    const ring = await audit(first.page, 'classic marked ring', { log });
+    assert.ok(ring.has('known-empty mark vs water (dark)'), 'the marked ring was measured');
     await first.page.click('.resign button');
     await first.page.click('.resign button.danger');
     await first.page.waitForSelector('[data-testid=result]', WAIT);
@@ -385,6 +440,7 @@ async function main() {
     await bolek.page.goto(`${BASE}/#/ladder/statki`);
     const ladderRow = bolek.page.locator(`[data-testid=ladder] tr:has-text("${alaName}")`);
     await ladderRow.waitFor(WAIT);
+    await audit(bolek.page, 'ladder', { log });
 
     log('a challenge from the ladder arrives live');
     await ladderRow.locator('a.button').click();
@@ -404,6 +460,7 @@ async function main() {
     await ala.page.waitForSelector('[data-testid=result]:has-text("You won")', WAIT);
     await ala.page.goto(`${BASE}/#/p/${alaView.you}`);
     await ala.page.waitForSelector('.history tbody tr', WAIT);
+    await audit(ala.page, 'profile', { log });
 
     log('log out');
     await ala.page.click('.account button');

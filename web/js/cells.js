@@ -75,3 +75,21 @@ export function randomFleet(lengths, mayTouch, random = Math.random) {
   }
   return null;
 }
+
+/**
+ * How each cell of a ship is drawn: `h` or `v` (which way it lies; a one-cell ship has
+ * neither) plus `bow` on its first cell and `stern` on its last, as class names.
+ */
+export function shipShape(cells) {
+  const shape = new Map();
+  if (!cells || !cells.length) return shape;
+  const points = cells.map(parseCell).sort((a, b) => a.col - b.col || a.row - b.row);
+  const way = points.length === 1 ? '' : points[0].row === points[1].row ? 'h' : 'v';
+  points.forEach((point, index) => {
+    const parts = [way];
+    if (index === 0) parts.push('bow');
+    if (index === points.length - 1) parts.push('stern');
+    shape.set(cellName(point.col, point.row), parts.filter(Boolean).join(' '));
+  });
+  return shape;
+}

@@ -15,6 +15,19 @@ import * as ladder from './views/ladder.js';
 import * as profile from './views/profile.js';
 
 const FRESH_NOTICE_MS = 10 * 60 * 1000;
+const THEME_KEY = 'statki.theme';
+const THEMES = ['auto', 'light', 'dark'];
+
+/** The saved theme: 'light' or 'dark' as chosen, else 'auto' (the system's `prefers-color-scheme`). */
+function savedTheme() {
+  const saved = localStorage.getItem(THEME_KEY);
+  return THEMES.includes(saved) ? saved : 'auto';
+}
+
+function applyTheme(theme) {
+  if (theme === 'auto') delete document.documentElement.dataset.theme;
+  else document.documentElement.dataset.theme = theme;
+}
 
 class App {
   constructor() {
@@ -30,6 +43,7 @@ class App {
 
   async start() {
     document.documentElement.lang = currentLanguage();
+    applyTheme(savedTheme());
     await this.detectFeatures();
     window.addEventListener('hashchange', () => this.route());
     if (this.api.session) {
@@ -213,8 +227,13 @@ class App {
       class: 'language', 'aria-label': t('language'),
       onchange: (event) => { setLanguage(event.target.value); document.documentElement.lang = event.target.value; this.route(); },
     }, languages.map(([code, label]) => h('option', { value: code, selected: code === currentLanguage() }, label)));
+    const theme = h('select', {
+      class: 'theme', 'aria-label': t('theme'), 'data-testid': 'theme',
+      onchange: (event) => { localStorage.setItem(THEME_KEY, event.target.value); applyTheme(event.target.value); },
+    }, THEMES.map((code) => h('option', { value: code, selected: code === savedTheme() }, t(`theme.${code}`))));
     mount(account,
       switcher,
+      theme,
       this.me ? [
         h('span', { class: 'me', 'data-testid': 'me' }, this.me.name),
         h('button', { type: 'button', class: 'secondary small', onclick: () => this.signOut() }, t('auth.logout')),

@@ -6,12 +6,15 @@
 import { clockText, h, mount } from '../dom.js';
 import { t, rulesetTitle, shipName } from '../i18n.js';
 import { Board } from '../board.js';
-import { randomFleet, shipCells } from '../cells.js';
+import { randomFleet, shipCells, shipShape } from '../cells.js';
 import { follow } from '../sse.js';
-import { nameOf, playerLink, rememberNames } from '../names.js';
+import { nameOf, playerLink, ratingOf, rememberNames } from '../names.js';
 import { verifyFleet } from '../commit.js';
 
 const TICK_MS = 250;
+// A running clock turns urgent in its last 20 %, and never earlier than its last 10 s.
+const URGENT_SHARE = 0.2;
+const URGENT_MAX_MS = 10_000;
 
 export function render(app, main, id) {
   let view = null;
@@ -31,7 +34,11 @@ export function render(app, main, id) {
   // Persistent parts, so focus stays on the board across updates.
   const title = h('div', { class: 'match-title' });
   const status = h('p', { class: 'status', role: 'status', 'aria-live': 'polite', 'data-testid': 'status' });
-  const clock = h('span', { class: 'clock', role: 'timer', 'aria-live': 'off', 'data-testid': 'clock' });
+  // One chip per player (name, rating, clock), the viewer's first; sticky, so a phone
+  // scrolled to the opponent's sea still sees whose shot it is and how long is left.
+  const playersBar = h('div', { class: 'players-bar', 'data-testid': 'players' });
+  const chips = new Map();
+  const firstShot = h('p', { class: 'first-shot', 'data-testid': 'first-shot', hidden: true });
   const live = h('span', { class: 'live-dot', 'data-testid': 'live' });
   const said = h('p', { class: 'announce', 'aria-live': 'assertive', 'data-testid': 'announce' });
   const ownBoard = new Board({ label: t('board.own'), owner: 'me', testId: 'own-board', onActivate: ownCell, onHover: (cell) => { hover = cell; drawBoards(); } });
@@ -47,7 +54,8 @@ export function render(app, main, id) {
 
   mount(main,
     h('div', { class: 'match', 'data-testid': 'match' },
-      h('header', { class: 'match-head' }, title, h('div', { class: 'status-line' }, status, clock, live)),
+      h('header', { class: 'match-head' }, title, live),
+      h('div', { class: 'turn-bar' }, playersBar, status, firstShot),
       said,
       ending,
       h('div', { class: 'seas' }, ownSea, targetSea, controls)));
@@ -116,7 +124,7 @@ export function render(app, main, id) {
     return Boolean(last && last.outcome !== 'miss');
   }
 
-  /** The opened fleet of `player` as cells → ship name, once the match is over. */
+  /** The opened fleet of `player` as cells → how the cell is drawn, once the match is over. */
   function openedFleet(player) {
     const cells = new Map();
     if (!view.record) return cells;
@@ -124,15 +132,23 @@ export function render(app, main, id) {
     if (!opened) return cells;
     opened.ships.forEach((ship, index) => {
       if (!ship) return;
-      for (const cell of shipCells(ship.cell, ship.orientation, preset.fleet[index].length) || []) cells.set(cell, index);
+      for (const [cell, shape] of shipShape(shipCells(ship.cell, ship.orientation, preset.fleet[index].length))) cells.set(cell, shape);
     });
     return cells;
+  }
+
+  /** Every cell of `ships` (each with `cells`) → its hull shape. */
+  function shapesOf(ships) {
+    const shapes = new Map();
+    for (const ship of ships) for (const [cell, shape] of shipShape(ship.cells)) shapes.set(cell, shape);
+    return shapes;
   }
 
   // --- drawing ---
   function draw() {
     if (!view || !preset) return;
     drawTitle();
+    drawPlayers();
     drawStatus();
     drawBoards();
     drawControls();
@@ -173,7 +189,7 @@ export function render(app, main, id) {
           text = onExtraShot(me()) ? t('status.your_extra_shot') : t('status.your_turn');
           mood = onExtraShot(me()) ? 'mine extra' : 'mine';
         } else if (participant()) {
-          text = onExtraShot(view.turn) ? t('status.their_extra_shot') : t('status.their_turn');
+          text = whose(view.turn, onExtraShot(view.turn) ? 'status.their_extra_shot' : 'status.their_turn');
           mood = 'theirs';
         } else {
           text = whose(view.turn, onExtraShot(view.turn) ? 'status.spectator_extra' : 'status.spectator_turn');
@@ -188,6 +204,56 @@ export function render(app, main, id) {
     // The tab's title tells a player in another tab that it is their turn.
     document.title = mood.startsWith('mine') ? `▶ ${t('title.your_turn')} · Statki` : 'Statki';
     mount(status, text);
+    // Until the first shot, say who was drawn to fire first.
+    const noShotYet = view.phase === 'battle' && view.sides.every((side) => side.shots.length === 0);
+    firstShot.hidden = !noShotYet;
+    if (noShotYet) mount(firstShot, participant() && view.turn === me() ? t('battle.first_you') : whose(view.turn, 'battle.first_them'));
+  }
+
+  /** The chips' order: the viewer first; a spectator sees the title's order. */
+  function seatOrder() {
+    if (participant()) return [me(), opponentOf(me())].filter(Boolean);
+    return view.players.filter(Boolean);
+  }
+
+  function drawPlayers() {
+    const order = seatOrder();
+    const key = `${order.join(',')}|${currentKey()}`;
+    if (playersBar.dataset.key === key) return;
+    playersBar.dataset.key = key;
+    chips.clear();
+    mount(playersBar, order.map((player) => {
+      const clockEl = h('span', { class: 'clock', role: 'timer', 'aria-live': 'off' });
+      const rating = h('span', { class: 'rating', 'data-testid': 'rating' });
+      ratingOf(player, view.ruleset).then((value) => { if (value !== null && alive) rating.textContent = String(Math.round(value)); });
+      const mine = participant() && player === me();
+      const el = h('div', { class: `player-chip${mine ? ' me' : ''}`, 'data-player': player },
+        h('span', { class: 'chip-name' }, playerLink(player, { link: false }), mine ? h('span', { class: 'muted' }, ` (${t('match.you')})`) : null),
+        rating, clockEl);
+      chips.set(player, { el, clock: clockEl });
+      return el;
+    }));
+  }
+
+  /** Redraws the chips when the language changes (their words are translated). */
+  function currentKey() {
+    return t('match.you');
+  }
+
+  /**
+   * The clock of `player` now: a placement clock runs for whoever has not locked a fleet;
+   * a shot clock runs only for the player on turn (the other's shows its full allowance).
+   */
+  function clockFor(player) {
+    const clock = view.rules && view.rules.clock;
+    if (!clock || clockEnd === null) return null;
+    if (view.phase === 'placement') {
+      const side = view.sides && view.sides[seatOf(player)];
+      const locked = participant() && player === me() ? view.fleet_locked : Boolean(side && side.fleet_locked);
+      return { running: !locked, done: locked, total: clock.placement_seconds * 1000 };
+    }
+    if (view.phase === 'battle') return { running: view.turn === player, done: false, total: clock.shot_seconds * 1000 };
+    return null;
   }
 
   function resultText() {
@@ -202,16 +268,30 @@ export function render(app, main, id) {
   }
 
   function tick() {
-    if (!alive) return;
-    if (clockEnd === null || isOver(view) || view.phase === 'waiting') {
-      clock.textContent = '';
-      clock.hidden = true;
-      return;
+    if (!alive || !view) return;
+    for (const [player, chip] of chips) {
+      const state = clockFor(player);
+      chip.el.classList.toggle('on-turn', Boolean(state && state.running && view.phase === 'battle'));
+      if (!state) { chip.clock.hidden = true; continue; }
+      chip.clock.hidden = false;
+      const kind = view.phase === 'placement' ? t('clock.placement') : t('clock.shot');
+      if (state.done) {
+        chip.clock.className = 'clock done';
+        chip.clock.textContent = t('clock.ready');
+        chip.clock.setAttribute('aria-label', `${kind}: ${t('clock.ready')}`);
+        continue;
+      }
+      const left = state.running ? Math.max(0, clockEnd - performance.now()) : state.total;
+      // Urgent only for the player whose clock runs, and only near its end.
+      const urgent = state.running && left <= Math.min(URGENT_SHARE * state.total, URGENT_MAX_MS);
+      const className = `clock ${state.running ? 'running' : 'paused'}${urgent ? ' urgent' : ''}`;
+      if (chip.clock.className !== className) chip.clock.className = className;
+      const text = clockText(left);
+      if (chip.clock.textContent !== text) {
+        chip.clock.textContent = text;
+        chip.clock.setAttribute('aria-label', `${kind}: ${text}${state.running ? '' : ` (${t('clock.paused')})`}`);
+      }
     }
-    clock.hidden = false;
-    const left = clockEnd - performance.now();
-    clock.textContent = `${view.phase === 'placement' ? t('clock.placement') : t('clock.shot')} ${clockText(left)}`;
-    clock.classList.toggle('urgent', left < 10_000);
   }
 
   function drawBoards() {
@@ -239,15 +319,17 @@ export function render(app, main, id) {
     view.fleet.forEach((ship) => ship.cells.forEach((cell) => owner.set(cell, ship)));
     const next = view.next_ship;
     const hints = new Set(next && view.placement_hints ? view.placement_hints[orientation] : []);
-    const preview = new Set(next && hover && hints.has(hover) ? shipCells(hover, orientation, next.length) : []);
+    const previewCells = next && hover && hints.has(hover) ? shipCells(hover, orientation, next.length) : [];
+    const preview = shipShape(previewCells);
+    const shapes = shapesOf(view.fleet);
     const locked = view.fleet_locked;
     ownBoard.interactive = !locked;
     ownBoard.update((cell) => {
       const ship = owner.get(cell);
       if (ship) {
-        return { kind: 'ship', extra: preview.has(cell) ? 'clash' : '', offered: !locked, label: locked ? shipName(ship.name) : t('cell.pick_up', { ship: shipName(ship.name) }) };
+        return { kind: 'ship', extra: `${shapes.get(cell)}${preview.has(cell) ? ' clash' : ''}`, offered: !locked, label: locked ? shipName(ship.name) : t('cell.pick_up', { ship: shipName(ship.name) }) };
       }
-      if (preview.has(cell)) return { kind: 'preview', offered: hints.has(cell), label: t('cell.preview', { ship: shipName(next.name) }) };
+      if (preview.has(cell)) return { kind: 'preview', extra: preview.get(cell), offered: hints.has(cell), label: t('cell.preview', { ship: shipName(next.name) }) };
       if (hints.has(cell)) return { kind: 'hint', offered: !locked, label: t('cell.bow', { ship: shipName(next.name), orientation: t(`orientation.${orientation}`) }) };
       return { kind: 'water', label: t('cell.water') };
     });
@@ -258,13 +340,14 @@ export function render(app, main, id) {
     view.fleet.forEach((ship) => ship.cells.forEach((cell) => owner.set(cell, ship)));
     const incoming = new Map(view.incoming.map((shot) => [shot.cell, shot.outcome]));
     const lastIncoming = view.incoming.length ? view.incoming[view.incoming.length - 1].cell : null;
+    const shapes = shapesOf(view.fleet);
     ownBoard.interactive = false;
     ownBoard.update(withLast(lastIncoming, (cell) => {
       const ship = owner.get(cell);
       const shot = incoming.get(cell);
-      if (ship && ship.sunk) return { kind: 'ship sunk-own', label: t('cell.own_sunk', { ship: shipName(ship.name) }) };
-      if (ship && shot) return { kind: 'ship hit', label: t('cell.own_hit', { ship: shipName(ship.name) }) };
-      if (ship) return { kind: 'ship', label: shipName(ship.name) };
+      if (ship && ship.sunk) return { kind: 'ship sunk-own', extra: shapes.get(cell), label: t('cell.own_sunk', { ship: shipName(ship.name) }) };
+      if (ship && shot) return { kind: 'ship hit', extra: shapes.get(cell), label: t('cell.own_hit', { ship: shipName(ship.name) }) };
+      if (ship) return { kind: 'ship', extra: shapes.get(cell), label: shipName(ship.name) };
       if (shot) return { kind: 'miss', label: t('cell.miss') };
       return { kind: 'water', label: t('cell.water') };
     }));
@@ -291,14 +374,15 @@ export function render(app, main, id) {
     const sunkCells = new Map();
     side.sunk.forEach((ship) => ship.cells.forEach((cell) => sunkCells.set(cell, ship)));
     const marked = new Set(side.marked);
+    const shapes = shapesOf(side.sunk);
     return (cell) => {
       const sunk = sunkCells.get(cell);
-      if (sunk) return { kind: 'sunk', label: sunk.name ? t('cell.sunk_named', { ship: shipName(sunk.name) }) : t('cell.sunk') };
+      if (sunk) return { kind: 'sunk', extra: shapes.get(cell), label: sunk.name ? t('cell.sunk_named', { ship: shipName(sunk.name) }) : t('cell.sunk') };
       const outcome = shots.get(cell);
       if (outcome === 'hit') return { kind: 'hit', label: t('cell.hit') };
       if (outcome === 'miss') return { kind: 'miss', label: t('cell.miss') };
       if (marked.has(cell)) return { kind: 'marked', label: t('cell.marked') };
-      if (opened.has(cell)) return { kind: 'revealed', label: t('cell.revealed') };
+      if (opened.has(cell)) return { kind: 'revealed', extra: opened.get(cell), label: t('cell.revealed') };
       return { kind: 'unknown', offered, label: offered ? t('cell.fire') : t('cell.unknown') };
     };
   }
@@ -359,7 +443,7 @@ export function render(app, main, id) {
 
   function legend() {
     const extra = preset.sink_reveals && preset.sink_reveals.mark_ring ? [['marked', t('cell.marked')]] : [];
-    const entries = [['ship', t('legend.ship')], ['miss', t('cell.miss')], ['hit', t('cell.hit')], ['sunk', t('legend.sunk')], ...extra];
+    const entries = [['ship', participant() ? t('legend.ship') : t('legend.ship_any')], ['miss', t('cell.miss')], ['hit', t('cell.hit')], ['sunk', t('legend.sunk')], ...extra];
     return h('div', { class: 'legend' }, h('h2', {}, t('legend.title')),
       h('ul', {}, entries.map(([kind, label]) => h('li', {}, h('span', { class: `cell swatch ${kind}`, 'aria-hidden': 'true' }), label))),
       extraShotRule() ? h('p', { class: 'muted' }, t('rules.extra_yes')) : h('p', { class: 'muted' }, t('rules.extra_no')),
