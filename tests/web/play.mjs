@@ -17,6 +17,8 @@ const BASE = process.env.STATKI_URL || 'http://127.0.0.1:8080';
 const SCREENSHOTS = process.env.SCREENSHOTS || '';
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const WAIT = { timeout: 15_000 };
+// Longer than the page's turn watcher takes to look once (it polls every 3 s).
+const POLL_SETTLE_MS = 3500;
 const started = Date.now();
 const suffix = Math.random().toString(36).slice(2, 7);
 
@@ -97,6 +99,23 @@ async function joinFromLobby(page, id) {
   await row.locator('button').click();
   await page.waitForURL(new RegExp(`#/m/${id}`), WAIT);
   await page.waitForSelector('[data-testid=own-board]', WAIT);
+}
+
+/**
+ * Presses "place at random" and waits for the fleet to stand. A press that lands while the
+ * page redraws its controls can miss: then it is pressed once more (and the toasts logged).
+ */
+async function placeAtRandom(page) {
+  for (let attempt = 0; attempt < 2; attempt += 1) {
+    await page.click('[data-testid=random]');
+    try {
+      await page.waitForFunction(() => document.querySelectorAll('[data-testid=own-board] .cell.ship').length > 0, null, { timeout: 4000 });
+      return;
+    } catch {
+      log(`place at random did not take (toasts: ${JSON.stringify(await page.locator('.toast').allTextContents())}); pressing again`);
+    }
+  }
+  throw new Error('place at random never placed the fleet');
 }
 
 async function myTurn(page) {
@@ -185,7 +204,7 @@ async function main() {
     await ala.page.waitForSelector('[data-testid=next-ship]', WAIT);
 
     log('Bolek places at random');
-    await bolek.page.click('[data-testid=random]');
+    await placeAtRandom(bolek.page);
     await bolek.page.waitForFunction(() => document.querySelectorAll('[data-testid=own-board] .cell.ship').length === 17, null, WAIT);
     await ala.page.waitForSelector('[data-testid=opponent-state].ready', WAIT);
 
@@ -366,8 +385,8 @@ async function main() {
     const classic = await createMatch(ala.page, 'classic');
     await joinFromLobby(bolek.page, classic);
     await ala.page.waitForSelector('[data-testid=random]', WAIT);
-    await ala.page.click('[data-testid=random]');
-    await bolek.page.click('[data-testid=random]');
+    await placeAtRandom(ala.page);
+    await placeAtRandom(bolek.page);
     const first = await waitForTurn([ala, bolek]);
     const second = first === ala ? bolek : ala;
     const victim = await viewOf(second.page, classic);
@@ -392,8 +411,8 @@ async function main() {
     const italian = await createMatch(ala.page, 'battaglia');
     await joinFromLobby(bolek.page, italian);
     await ala.page.waitForSelector('[data-testid=random]', WAIT);
-    await ala.page.click('[data-testid=random]');
-    await bolek.page.click('[data-testid=random]');
+    await placeAtRandom(ala.page);
+    await placeAtRandom(bolek.page);
     const opener = await waitForTurn([ala, bolek]);
     const defender = opener === ala ? bolek : ala;
     const boatCell = (await viewOf(defender.page, italian)).fleet.find((ship) => ship.length === 1).cells[0];
@@ -403,6 +422,60 @@ async function main() {
     await opener.page.click('.resign button');
     await opener.page.click('.resign button.danger');
     await opener.page.waitForSelector('[data-testid=result]', WAIT);
+
+    log('never miss your turn: a 6 s shot clock, the player on turn on another page');
+    await ala.page.goto(BASE + '/#/');
+    await ala.page.waitForSelector('[data-testid=create-match]', WAIT);
+    await ala.page.check('#create-clock');
+    await ala.page.fill('#create-placement', '60');
+    await ala.page.fill('#create-shot', '6');
+    await ala.page.click('[data-testid=create-match] button[type=submit]');
+    await ala.page.waitForURL(/#\/m\//, WAIT);
+    const quick = matchIdOf(ala.page);
+    await bolek.page.goto(`${BASE}/#/?at=${Date.now()}`);
+    const quickRow = bolek.page.locator(`[data-testid=open-matches] [data-match="${quick}"]`);
+    await quickRow.waitFor(WAIT);
+    assert.match(await quickRow.locator('[data-testid=clock-badge]').textContent(), /ustawianie 60 s · strzał 6 s/, 'the joining player sees the custom clock');
+    await quickRow.locator('button').click();
+    await bolek.page.waitForSelector('[data-testid=random]', WAIT);
+    await ala.page.waitForSelector('[data-testid=random]', WAIT);
+    await placeAtRandom(ala.page);
+    await placeAtRandom(bolek.page);
+    const away = await waitForTurn([ala, bolek]);
+    const present = away === ala ? bolek : ala;
+    await away.page.goto(`${BASE}/#/ladder/statki`);
+    const turnToast = away.page.locator('.toast.turn');
+    await turnToast.waitFor(WAIT);
+    assert.match(await turnToast.textContent(), /Your shot against|Twój strzał w meczu z/);
+    assert.match(await away.page.title(), /^▶ /, 'the tab title says it is your turn');
+    assert.match(await away.page.getAttribute('link[rel=icon]', 'href'), /^data:image\/svg\+xml/, 'the favicon carries a badge');
+    await away.page.goto(`${BASE}/#/?at=${Date.now()}`);
+    await away.page.waitForSelector(`[data-testid=my-matches] [data-match="${quick}"] [data-testid=your-turn]`, WAIT);
+    // The present player sees the opponent's clock run and turn urgent in its last 20 % (1.2 s); never their own.
+    const theirClock = present.page.locator('[data-testid=players] .player-chip:not(.me) .clock');
+    await theirClock.and(present.page.locator('.running')).waitFor(WAIT);
+    assert.doesNotMatch(await theirClock.getAttribute('class'), /urgent/, 'not urgent with most of the clock left');
+    await present.page.waitForSelector('[data-testid=players] .player-chip:not(.me) .clock.urgent', WAIT);
+    assert.doesNotMatch(await present.page.getAttribute('[data-testid=players] .player-chip.me .clock', 'class'), /urgent/, 'the waiting player’s own clock is never urgent');
+    await present.page.waitForSelector('[data-testid=result]', { timeout: 20_000 });
+    assert.match(await present.page.textContent('[data-testid=result]'), /You won|Wygrałeś/);
+    log('the result reached while away is shown on return, and the list is up to date');
+    const awayResult = away.page.locator('[data-testid=away-result]');
+    await awayResult.waitFor(WAIT);
+    assert.match(await awayResult.textContent(), /You lost|Przegrałeś/);
+    await away.page.waitForFunction((id) => {
+      const row = document.querySelector(`[data-testid=my-matches] [data-match="${id}"]`);
+      return row && /(lost|przegrana)/.test(row.textContent) && !row.querySelector('[data-testid=your-turn]');
+    }, quick, WAIT).catch(async (error) => {
+      throw new Error(`${error.message}; the row says: ${await away.page.locator(`[data-testid=my-matches] [data-match="${quick}"]`).textContent().catch(() => 'no row')}; url ${away.page.url()}`);
+    });
+    await awayResult.locator('.close').click();
+    log('old notices are not toasted again after a reload');
+    await away.page.reload();
+    await away.page.waitForSelector('[data-testid=my-matches] .row', WAIT);
+    await away.page.waitForTimeout(POLL_SETTLE_MS);
+    assert.equal(await away.page.locator('.toast').count(), 0, `no toast after a reload: ${await away.page.locator('.toast').allTextContents()}`);
+    assert.equal(await away.page.title(), 'Statki');
 
     log('lobby: an open match with a house option, and the ranked queue pairing two players');
     await bolek.page.goto(`${BASE}/#/`);
@@ -463,7 +536,7 @@ async function main() {
     await audit(ala.page, 'profile', { log });
 
     log('log out');
-    await ala.page.click('.account button');
+    await ala.page.click('[data-testid=logout]');
     await ala.page.waitForSelector('#register-name', WAIT);
     await ala.page.reload();
     await ala.page.waitForSelector('#register-name', WAIT);
@@ -481,7 +554,7 @@ async function main() {
       await botRow.locator('button').click();
       await bolek.page.waitForURL(/#\/m\//, WAIT);
       await bolek.page.waitForSelector('[data-testid=random]', WAIT);
-      await bolek.page.click('[data-testid=random]');
+      await placeAtRandom(bolek.page);
       await bolek.page.waitForSelector('[data-testid=target-board]', { ...WAIT, state: 'visible' });
       const botSeat = await waitForTurn([bolek]);
       assert.equal(botSeat, bolek);
@@ -496,7 +569,7 @@ async function main() {
 
     if (await ala.page.locator('#login-name').count()) {
       log('log in with name and password; a wrong password is refused readably');
-      await watcher.page.click('.account button');
+      await watcher.page.click('[data-testid=logout]');
       await watcher.page.fill('#login-name', celinaName);
       await watcher.page.fill('#login-password', 'not-the-password');
       await watcher.page.click('[data-testid=login] button[type=submit]');

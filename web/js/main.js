@@ -6,6 +6,7 @@ import { Api, saveSession } from './api.js';
 import { h, mount } from './dom.js';
 import { currentLanguage, languages, setLanguage, t } from './i18n.js';
 import { follow } from './sse.js';
+import { alertControls, watchTurns } from './alerts.js';
 import { nameOf, remember, rememberNames, useApi } from './names.js';
 import * as auth from './views/auth.js';
 import * as lobby from './views/lobby.js';
@@ -14,7 +15,11 @@ import * as replay from './views/replay.js';
 import * as ladder from './views/ladder.js';
 import * as profile from './views/profile.js';
 
-const FRESH_NOTICE_MS = 10 * 60 * 1000;
+// A notice is toasted only when it happened after this page opened (less a little slack
+// for a notice racing the page's start): pending notices replayed by the feed on connect
+// are old news, and the lobby lists what still matters (challenges, matches to resume).
+const PAGE_OPENED = Date.now();
+const NOTICE_SLACK_MS = 5000;
 const THEME_KEY = 'statki.theme';
 const THEMES = ['auto', 'light', 'dark'];
 
@@ -39,6 +44,16 @@ class App {
     this.cleanup = null;
     this.feed = null;
     this.rulesetsPromise = null;
+    this.turns = null;
+    this.turnsWaiting = new Set();
+    this.pageTurn = false;
+    this.toasted = new Set();
+  }
+
+  /** The tab's title: marked while any match (the one on screen or another) waits for the player's shot. */
+  updateTitle() {
+    const waiting = this.pageTurn || this.turnsWaiting.size > 0;
+    document.title = waiting ? `▶ ${t('title.your_turn')} · Statki` : 'Statki';
   }
 
   async start() {
@@ -114,12 +129,13 @@ class App {
 
   startFeed() {
     this.stopFeed();
+    this.turns = watchTurns(this);
     this.feed = follow('/v1/stream', {
       token: () => this.api.token,
       lastEventId: localStorage.getItem(this.feedKey()),
       onEvent: ({ id, data }) => {
         if (id !== null && this.me) localStorage.setItem(this.feedKey(), id);
-        this.notice(data);
+        this.notice(data, id);
       },
     });
   }
@@ -127,13 +143,22 @@ class App {
   stopFeed() {
     if (this.feed) this.feed.close();
     this.feed = null;
+    if (this.turns) this.turns.stop();
+    this.turns = null;
+    this.turnsWaiting = new Set();
+    this.updateTitle();
   }
 
-  notice(notice) {
+  notice(notice, id = null) {
     rememberNames(notice);
     for (const listener of this.noticeListeners) listener(notice);
-    const fresh = Date.now() - Date.parse(notice.at) < FRESH_NOTICE_MS;
+    const fresh = Date.parse(notice.at) >= PAGE_OPENED - NOTICE_SLACK_MS;
     if (!fresh) return;
+    if (id !== null) {
+      if (this.toasted.has(id)) return;
+      this.toasted.add(id);
+    }
+    if (this.turns) this.turns.poke();
     // The match page in front already shows what happens in its own match.
     const here = location.hash.startsWith(`#/m/${notice.match_id}`);
     if (here && notice.kind !== 'rematch_started') return;
@@ -175,10 +200,10 @@ class App {
   }
 
   // --- messages ---
-  toast(message, { kind = 'info', actions = [], timeout = 8000 } = {}) {
+  toast(message, { kind = 'info', actions = [], timeout = 8000, testId = null } = {}) {
     const box = document.getElementById('toasts');
     const close = () => item.remove();
-    const item = h('div', { class: `toast ${kind}`, role: kind === 'error' ? 'alert' : 'status' },
+    const item = h('div', { class: `toast ${kind}`, role: kind === 'error' ? 'alert' : 'status', 'data-testid': testId },
       h('span', {}, message),
       actions.map(([label, run]) => h('button', { type: 'button', class: 'link', onclick: () => { run(); close(); } }, label)),
       h('button', { type: 'button', class: 'close', 'aria-label': t('close'), onclick: close }, '×'));
@@ -234,9 +259,10 @@ class App {
     mount(account,
       switcher,
       theme,
+      this.me ? alertControls(this) : null,
       this.me ? [
         h('span', { class: 'me', 'data-testid': 'me' }, this.me.name),
-        h('button', { type: 'button', class: 'secondary small', onclick: () => this.signOut() }, t('auth.logout')),
+        h('button', { type: 'button', class: 'secondary small', 'data-testid': 'logout', onclick: () => this.signOut() }, t('auth.logout')),
       ] : []);
   }
 }

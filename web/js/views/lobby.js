@@ -50,8 +50,17 @@ export function render(app, main, query) {
         match.ranked ? h('span', { class: 'badge ranked' }, t('match.ranked')) : null,
         match.rules && match.rules.options && match.rules.options.extra_shot_on_hit ? h('span', { class: 'badge' }, t('option.extra_shot')) : null,
         match.phase === 'waiting' && match.invited && match.invited === app.me.id ? h('span', { class: 'badge invite' }, t('lobby.for_you')) : null,
+        match.phase === 'battle' && match.turn === app.me.id ? h('span', { class: 'badge turn', 'data-testid': 'your-turn' }, t('lobby.your_turn')) : null,
+        clockBadge(match),
         detail ? h('span', { class: 'muted small-text' }, detail) : null)),
     action);
+  }
+
+  /** The match's clocks ("⏱ 120 s · 30 s a shot"), so a joining player sees a custom clock. */
+  function clockBadge(match) {
+    const clock = (match.rules && match.rules.clock) || match.clock;
+    if (!clock || !clock.shot_seconds) return null;
+    return h('span', { class: 'badge clock-badge', 'data-testid': 'clock-badge' }, t('lobby.clock', { placement: clock.placement_seconds, shot: clock.shot_seconds }));
   }
 
   /** How a match stands for the signed-in player: its phase, or the result. */
@@ -190,7 +199,7 @@ export function render(app, main, query) {
   refreshLive();
   refreshMine();
   showBots();
-  timers.push(setInterval(() => { refreshOpen(); refreshLive(); }, REFRESH_MS));
+  timers.push(setInterval(() => { refreshOpen(); refreshLive(); refreshMine(); }, REFRESH_MS));
   const unsubscribe = app.onNotice(() => { refreshOpen(); refreshMine(); });
   return () => {
     alive = false;

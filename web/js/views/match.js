@@ -103,7 +103,7 @@ export function render(app, main, id) {
     const wasOver = view && isOver(view);
     view = next;
     clockEnd = typeof next.deadline_ms_left === 'number' && next.deadline ? performance.now() + next.deadline_ms_left : null;
-    if (isOver(view) && !wasOver) { verifyRecord(); loadRematch(); }
+    if (isOver(view) && !wasOver) { verifyRecord(); loadRematch(); if (app.turns) app.turns.sawEnd(id); }
     draw();
   }
 
@@ -202,7 +202,8 @@ export function render(app, main, id) {
     // At the end the banner says it; the status stays for screen readers.
     status.className = `status ${mood}${isOver(view) ? ' visually-hidden' : ''}`;
     // The tab's title tells a player in another tab that it is their turn.
-    document.title = mood.startsWith('mine') ? `▶ ${t('title.your_turn')} · Statki` : 'Statki';
+    app.pageTurn = mood.startsWith('mine');
+    app.updateTitle();
     mount(status, text);
     // Until the first shot, say who was drawn to fire first.
     const noShotYet = view.phase === 'battle' && view.sides.every((side) => side.shots.length === 0);
@@ -641,7 +642,8 @@ export function render(app, main, id) {
   load();
   return () => {
     alive = false;
-    document.title = 'Statki';
+    app.pageTurn = false;
+    app.updateTitle();
     if (stream) stream.close();
     clearInterval(ticker);
     document.removeEventListener('keydown', keydown);
