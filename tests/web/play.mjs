@@ -302,6 +302,11 @@ async function main() {
         const cell = bolekShips[alaShots];
         await fire(ala.page, cell, { keyboard: alaShots % 3 === 1 });
         alaShots += 1;
+        if (alaShots === 1) {
+          const landed = target(ala.page, cell);
+          assert.match(await landed.getAttribute('class'), /\bfresh-(hit|sunk)\b/, 'a hit just landed plays its animation');
+          assert.notEqual(await landed.evaluate((el) => getComputedStyle(el).animationName), 'none');
+        }
         if (alaShots === 4 && SCREENSHOTS) await shoot(ala.page, 'battle');
         if (alaShots === 4) {
           const battle = await audit(ala.page, 'battle', { log });
@@ -311,8 +316,16 @@ async function main() {
 
         if (alaShots === bolekShips.length) break;
       } else {
+        if (bolekShots === 0) await bolek.page.emulateMedia({ reducedMotion: 'reduce' });
         await fire(bolek.page, bolekTargets[bolekShots], { keyboard: bolekShots % 2 === 0 });
         bolekShots += 1;
+        if (bolekShots === 1) {
+          const splash = target(bolek.page, bolekTargets[0]);
+          assert.match(await splash.getAttribute('class'), /\bfresh-miss\b/);
+          assert.equal(await splash.evaluate((el) => getComputedStyle(el, '::after').animationName), 'none', 'no animation under prefers-reduced-motion');
+          await bolek.page.emulateMedia({ reducedMotion: 'no-preference' });
+          assert.equal(await splash.evaluate((el) => getComputedStyle(el, '::after').animationName), 'splash', 'the splash plays otherwise');
+        }
         if (bolekShots === 3 && !reloaded) {
           log('reload mid-battle');
           await bolek.page.reload();
@@ -323,6 +336,14 @@ async function main() {
       }
     }
     assert.ok(reloaded, 'the reload happened');
+    log('shot logs per side, never overwritten; spectator seas in the title order');
+    await ala.page.waitForFunction((count) => document.querySelectorAll('[data-testid=shot-log-mine] li').length === count, alaShots, WAIT);
+    await ala.page.waitForFunction((count) => document.querySelectorAll('[data-testid=shot-log-incoming] li').length === count, bolekShots, WAIT);
+    await bolek.page.waitForFunction((count) => document.querySelectorAll('[data-testid=shot-log-mine] li').length === count, bolekShots, WAIT);
+    await watcher.page.waitForFunction((count) => document.querySelectorAll('[data-testid=shot-log-0] li').length === count, alaShots, WAIT);
+    assert.match(await ala.page.locator('[data-testid=shot-log-mine] li').last().textContent(), new RegExp(`^1\\.${bolekShips[0]}(hit|sunk)$`), 'the first shot is still in the log');
+    assert.match(await watcher.page.locator('.sea').first().locator('.sea-caption').textContent(), new RegExp(alaName), 'the spectator’s first sea is the first player’s');
+    assert.doesNotMatch(await watcher.page.textContent('.legend'), /your/i, 'the spectator’s key has no “your”');
 
     log('the end: result, both fleets, commitments verified in the browser');
     await ala.page.waitForSelector('[data-testid=result]', WAIT);
@@ -508,6 +529,13 @@ async function main() {
     await ala.page.click('.resign button');
     await ala.page.click('.resign button.danger');
     await ala.page.waitForSelector('[data-testid=result]', WAIT);
+    log('the rating and its change after a ranked game, ratings beside names');
+    await ala.page.waitForSelector('[data-testid=rating-change]', WAIT);
+    assert.match(await ala.page.textContent('[data-testid=rating-change]'), /^Your rating on the Statki ladder: \d+ → \d+ \(−\d+\)$/);
+    await bolek.page.waitForSelector('[data-testid=rating-change]', WAIT);
+    assert.match(await bolek.page.textContent('[data-testid=rating-change]'), /\(\+\d+\)$/);
+    const alaAfter = /→ (\d+)/.exec(await ala.page.textContent('[data-testid=rating-change]'))[1];
+    await ala.page.waitForFunction((rating) => document.querySelector('[data-testid=players] .player-chip.me [data-testid=rating]').textContent === rating, alaAfter, WAIT);
 
     log('ladder and profile');
     await bolek.page.goto(`${BASE}/#/ladder/statki`);

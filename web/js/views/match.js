@@ -8,8 +8,9 @@ import { t, rulesetTitle, shipName } from '../i18n.js';
 import { Board } from '../board.js';
 import { randomFleet, shipCells, shipShape } from '../cells.js';
 import { follow } from '../sse.js';
-import { nameOf, playerLink, ratingOf, rememberNames } from '../names.js';
+import { forgetProfile, nameOf, playerLink, ratingOf, rememberNames } from '../names.js';
 import { verifyFleet } from '../commit.js';
+import { play } from '../alerts.js';
 
 const TICK_MS = 250;
 // A running clock turns urgent in its last 20 %, and never earlier than its last 10 s.
@@ -30,6 +31,7 @@ export function render(app, main, id) {
   let rematch = null;
   let confirmResign = false;
   let busy = false;
+  let ratingChange = null;
 
   // Persistent parts, so focus stays on the board across updates.
   const title = h('div', { class: 'match-title' });
@@ -43,8 +45,8 @@ export function render(app, main, id) {
   const said = h('p', { class: 'announce', 'aria-live': 'assertive', 'data-testid': 'announce' });
   const ownBoard = new Board({ label: t('board.own'), owner: 'me', testId: 'own-board', onActivate: ownCell, onHover: (cell) => { hover = cell; drawBoards(); } });
   const targetBoard = new Board({ label: t('board.target'), owner: 'them', testId: 'target-board', onActivate: fire });
-  const ownCaption = h('h2', { class: 'sea-caption' });
-  const targetCaption = h('h2', { class: 'sea-caption' });
+  const ownCaption = h('h2', { class: 'sea-caption', 'data-under-fire': t('board.under_fire') });
+  const targetCaption = h('h2', { class: 'sea-caption', 'data-under-fire': t('board.under_fire') });
   const ownSide = h('div', { class: 'sea-side' });
   const targetSide = h('div', { class: 'sea-side' });
   const ownSea = h('section', { class: 'sea' }, ownCaption, ownBoard.el, ownSide);
@@ -103,7 +105,14 @@ export function render(app, main, id) {
     const wasOver = view && isOver(view);
     view = next;
     clockEnd = typeof next.deadline_ms_left === 'number' && next.deadline ? performance.now() + next.deadline_ms_left : null;
-    if (isOver(view) && !wasOver) { verifyRecord(); loadRematch(); if (app.turns) app.turns.sawEnd(id); }
+    if (isOver(view) && !wasOver) {
+      verifyRecord();
+      loadRematch();
+      loadRatingChange();
+      if (app.turns) app.turns.sawEnd(id);
+      // A cue for an end seen as it happens, not for an old match opened again.
+      if (wasOver === false && participant() && view.result && view.result.winner) play(view.result.winner === me() ? 'won' : 'lost');
+    }
     draw();
   }
 
@@ -297,6 +306,11 @@ export function render(app, main, id) {
 
   function drawBoards() {
     if (!view) return;
+    // The sea being fired at now is highlighted: the one of the player not on turn.
+    const battle = view.phase === 'battle';
+    const leftOwner = participant() ? me() : view.players[0];
+    ownSea.classList.toggle('under-fire', battle && view.turn !== leftOwner);
+    targetSea.classList.toggle('under-fire', battle && view.turn === leftOwner);
     const placing = participant() && view.phase === 'placement';
     const started = view.phase === 'battle' || isOver(view);
     ownSea.hidden = view.phase === 'waiting' || (!participant() && !started);
@@ -352,7 +366,7 @@ export function render(app, main, id) {
       if (shot) return { kind: 'miss', label: t('cell.miss') };
       return { kind: 'water', label: t('cell.water') };
     }));
-    mount(ownSide, h('ul', { class: 'fleet-status' }, view.fleet.map((ship) => h('li', { class: ship.sunk ? 'sunk' : '' },
+    mount(ownSide, shotLog(view.incoming, t('log.theirs_at_you'), 'shot-log-incoming'), h('ul', { class: 'fleet-status' }, view.fleet.map((ship) => h('li', { class: ship.sunk ? 'sunk' : '' },
       h('span', { class: 'ship-bar', 'aria-hidden': 'true' }, Array.from({ length: ship.length }, (_, i) => h('i', { class: i < ship.hits.length ? 'hit' : '' }))),
       ' ', shipName(ship.name), ship.sunk ? ` — ${t('fleet.sunk')}` : ''))));
   }
@@ -394,7 +408,16 @@ export function render(app, main, id) {
     const canFire = view.phase === 'battle' && view.turn === me() && !busy;
     targetBoard.interactive = canFire;
     targetBoard.update(describeTarget(mine, openedFleet(opponent), { offered: canFire }));
-    mount(targetSide, sunkList(mine));
+    mount(targetSide, sunkList(mine), shotLog(mine.shots, t('log.yours'), 'shot-log-mine'));
+  }
+
+  /** Every shot of one side, newest first, numbered: a log that nothing overwrites. */
+  function shotLog(shots, title, testId) {
+    if (!shots.length) return null;
+    const entries = shots.map((shot, index) => h('li', { class: shot.outcome },
+      h('span', { class: 'n' }, `${index + 1}.`), h('span', {}, shot.cell), h('span', {}, t(`log.${shot.outcome}`)))).reverse();
+    return [h('h3', { class: 'shot-log-title', id: `${testId}-title` }, title),
+      h('ol', { class: 'shot-log', 'data-testid': testId, tabindex: '0', 'aria-labelledby': `${testId}-title`, reversed: true }, entries)];
   }
 
   function sunkList(side) {
@@ -407,14 +430,15 @@ export function render(app, main, id) {
   function drawSpectatorSeas() {
     const [first, second] = view.players;
     // The sea of the second player shows the first player's shots, and the other way round.
-    ownCaption.replaceChildren(t('board.sea_of'), ' ', playerLink(second, { link: false }));
-    targetCaption.replaceChildren(t('board.sea_of'), ' ', playerLink(first, { link: false }));
+    // The seas in the title's order, each named: the first player's sea shows the second's shots.
+    ownCaption.replaceChildren(t('board.sea_of'), ' ', playerLink(first, { link: false }));
+    targetCaption.replaceChildren(t('board.sea_of'), ' ', playerLink(second, { link: false }));
     ownBoard.interactive = false;
     targetBoard.interactive = false;
-    ownBoard.update(describeTarget(view.sides[0], openedFleet(second), { offered: false }));
-    targetBoard.update(describeTarget(view.sides[1], openedFleet(first), { offered: false }));
-    mount(ownSide, sunkList(view.sides[0]));
-    mount(targetSide, sunkList(view.sides[1]));
+    ownBoard.update(describeTarget(view.sides[1], openedFleet(first), { offered: false }));
+    targetBoard.update(describeTarget(view.sides[0], openedFleet(second), { offered: false }));
+    mount(ownSide, sunkList(view.sides[1]), shotLog(view.sides[1].shots, [t('log.shots_by'), ' ', playerLink(second, { link: false })], 'shot-log-1'));
+    mount(targetSide, sunkList(view.sides[0]), shotLog(view.sides[0].shots, [t('log.shots_by'), ' ', playerLink(first, { link: false })], 'shot-log-0'));
   }
 
   function drawControls() {
@@ -475,7 +499,7 @@ export function render(app, main, id) {
     ending.hidden = false;
     const result = view.result || {};
     const banner = h('div', { class: `result-banner ${participant() && result.winner === me() ? 'won' : result.winner ? 'lost' : 'draw'}`, 'data-testid': 'result' }, resultText());
-    const parts = [banner];
+    const parts = [banner, ratingLine()];
     if (view.phase === 'finished') {
       parts.push(h('div', { class: 'end-actions' },
         participant() ? rematchControls() : null,
@@ -516,6 +540,33 @@ export function render(app, main, id) {
     if (!alive) return;
     verified = results;
     drawEnding();
+  }
+
+  // --- the rating after a ranked match ---
+  async function loadRatingChange() {
+    if (!view.ranked || !participant() || view.phase !== 'finished') return;
+    try {
+      const events = await app.api.events(id, Math.max(0, view.seq - 8));
+      const update = (Array.isArray(events) ? events : events.events || []).find((event) => event.kind === 'rating_updated');
+      const change = update && (update.changes || []).find((entry) => entry.player === me());
+      if (!change || !alive) return;
+      ratingChange = { before: change.before.rating, after: change.after.rating };
+      view.players.forEach(forgetProfile);
+      playersBar.dataset.key = '';
+      drawPlayers();
+      drawEnding();
+    } catch {
+      // The result stands without it.
+    }
+  }
+
+  function ratingLine() {
+    if (!ratingChange) return null;
+    const before = Math.round(ratingChange.before);
+    const after = Math.round(ratingChange.after);
+    const change = after - before;
+    return h('p', { class: 'rating-change', 'data-testid': 'rating-change' },
+      t('end.rating', { ruleset: rulesetTitle(view.ruleset), before, after, change: change >= 0 ? `+${change}` : `−${-change}` }));
   }
 
   // --- rematch ---
@@ -596,6 +647,7 @@ export function render(app, main, id) {
     try {
       const answer = await app.api.shoot(id, cell);
       announce(shotText(t('shot.you'), answer.cell, answer.outcome, answer.sunk_ship));
+      play(answer.outcome);
       clockEnd = typeof answer.deadline_ms_left === 'number' ? performance.now() + answer.deadline_ms_left : clockEnd;
     } catch (error) {
       app.error(error);
@@ -622,7 +674,9 @@ export function render(app, main, id) {
   function describeEvent(event) {
     if (!view || event.kind !== 'shot_fired' || event.player === view.you) return;
     nameOf(event.player).then((name) => {
-      if (alive) announce(shotText(participant() ? t('shot.opponent') : name, event.cell, event.outcome, event.sunk_ship));
+      if (!alive) return;
+      announce(shotText(name, event.cell, event.outcome, event.sunk_ship));
+      if (participant()) play(event.outcome);
     });
   }
 
