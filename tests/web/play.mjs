@@ -27,8 +27,8 @@ function log(step) {
   console.log(`[${((Date.now() - started) / 1000).toFixed(1)}s] ${step}`);
 }
 
-async function newPlayer(browser, label, { locale = 'en-GB', viewport = { width: 1280, height: 900 } } = {}) {
-  const context = await browser.newContext({ locale, viewport });
+async function newPlayer(browser, label, { locale = 'en-GB', viewport = { width: 1280, height: 900 }, hasTouch = false } = {}) {
+  const context = await browser.newContext({ locale, viewport, hasTouch });
   const page = await context.newPage();
   page.on('console', (message) => {
     if (message.type() !== 'error') return;
@@ -107,15 +107,79 @@ async function joinFromLobby(page, id) {
  */
 async function placeAtRandom(page) {
   for (let attempt = 0; attempt < 2; attempt += 1) {
-    await page.click('[data-testid=random]');
+    await page.click('[data-testid=ready]');
     try {
-      await page.waitForFunction(() => document.querySelectorAll('[data-testid=own-board] .cell.ship').length > 0, null, { timeout: 4000 });
+      await page.waitForFunction(() => document.querySelectorAll('[data-testid=own-board] .cell.ship').length > 0 && !document.querySelector('[data-testid=own-board] .cell.draft'), null, { timeout: 4000 });
       return;
     } catch {
       log(`place at random did not take (toasts: ${JSON.stringify(await page.locator('.toast').allTextContents())}); pressing again`);
     }
   }
   throw new Error('place at random never placed the fleet');
+}
+
+const centre = async (page, cell) => {
+  // In the middle of the screen, clear of the sticky players' bar at the top.
+  await page.locator('[data-testid=own-board]').evaluate((el) => el.scrollIntoView({ block: 'center' }));
+  const box = await own(page, cell).boundingBox();
+  return { x: box.x + box.width / 2, y: box.y + box.height / 2 };
+};
+
+/** Drags with the mouse from one cell of the own sea to another. */
+async function mouseDrag(page, from, to) {
+  const start = await centre(page, from);
+  const end = await centre(page, to);
+  await page.mouse.move(start.x, start.y);
+  await page.mouse.down();
+  await page.mouse.move((start.x + end.x) / 2, (start.y + end.y) / 2, { steps: 4 });
+  await page.mouse.move(end.x, end.y, { steps: 4 });
+  await page.mouse.up();
+}
+
+/**
+ * Drags a drafted ship by touch (touch events through the debugger protocol, as a finger
+ * would) to a free place; returns where its bow went and its length.
+ */
+async function touchDragShip(page) {
+  const plan = await page.evaluate(() => {
+    const cls = (cell) => document.querySelector(`[data-testid=own-board] [data-cell="${cell}"]`).classList;
+    const taken = new Set([...document.querySelectorAll('[data-testid=own-board] .cell.ship')].map((el) => el.dataset.cell));
+    const letters = 'ABCDEFGHIJ';
+    const name = (col, row) => `${letters[col]}${row + 1}`;
+    for (const bowEl of document.querySelectorAll('[data-testid=own-board] .cell.ship.draft.bow:is(.h, .v)')) {
+      const bow = bowEl.dataset.cell;
+      const [dc, dr] = bowEl.classList.contains('h') ? [1, 0] : [0, 1];
+      const col0 = letters.indexOf(bow[0]);
+      const row0 = Number(bow.slice(1)) - 1;
+      const ship = [];
+      for (let i = 0; col0 + dc * i < 10 && row0 + dr * i < 10; i += 1) {
+        ship.push(name(col0 + dc * i, row0 + dr * i));
+        if (cls(ship[ship.length - 1]).contains('stern')) break;
+      }
+      for (let r = 0; r < 10; r += 1) {
+        for (let c = 0; c < 10; c += 1) {
+          if (c + dc * (ship.length - 1) > 9 || r + dr * (ship.length - 1) > 9) continue;
+          const cells = ship.map((_, i) => name(c + dc * i, r + dr * i));
+          if (cells[0] !== bow && cells.every((cell) => !taken.has(cell) || ship.includes(cell))) return { from: bow, bow: cells[0], length: ship.length };
+        }
+      }
+    }
+    return null;
+  });
+  assert.ok(plan, `a drafted ship has somewhere to go: ${await page.evaluate(() => [...document.querySelectorAll('[data-testid=own-board] .cell.ship')].map((el) => `${el.dataset.cell}:${el.className}`).join(' '))}`);
+  const start = await centre(page, plan.from);
+  const end = await centre(page, plan.bow);
+  const client = await page.context().newCDPSession(page);
+  await client.send('Input.dispatchTouchEvent', { type: 'touchStart', touchPoints: [{ x: start.x, y: start.y }] });
+  for (let step = 1; step <= 5; step += 1) {
+    const x = start.x + ((end.x - start.x) * step) / 5;
+    const y = start.y + ((end.y - start.y) * step) / 5;
+    await client.send('Input.dispatchTouchEvent', { type: 'touchMove', touchPoints: [{ x, y }] });
+  }
+  await client.send('Input.dispatchTouchEvent', { type: 'touchEnd', touchPoints: [] });
+  await client.detach();
+  await page.waitForFunction((bow) => document.querySelector(`[data-testid=own-board] [data-cell="${bow}"]`).classList.contains('bow'), plan.bow, WAIT);
+  return plan;
 }
 
 async function myTurn(page) {
@@ -162,7 +226,7 @@ async function main() {
   const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] });
   try {
     const ala = await newPlayer(browser, 'Ala', { locale: 'en-GB' });
-    const bolek = await newPlayer(browser, 'Bolek', { locale: 'pl-PL', viewport: { width: 390, height: 844 } });
+    const bolek = await newPlayer(browser, 'Bolek', { locale: 'pl-PL', viewport: { width: 390, height: 844 }, hasTouch: true });
     const watcher = await newPlayer(browser, 'Celina', { locale: 'en-GB' });
     if (SCREENSHOTS) await shoot(ala.page, 'signin');
     await audit(ala.page, 'sign-in', { log });
@@ -203,12 +267,23 @@ async function main() {
     await joinFromLobby(bolek.page, id);
     await ala.page.waitForSelector('[data-testid=next-ship]', WAIT);
 
-    log('Bolek places at random');
+    log('Bolek: a random layout shown first, re-rolled, a ship dragged by touch, then Ready');
+    await bolek.page.waitForSelector('[data-testid=own-board] .cell.ship.draft', WAIT);
+    assert.equal(await bolek.page.locator('[data-testid=own-board] .cell.ship').count(), 17, 'the whole random layout is shown');
+    assert.ok((await viewOf(bolek.page, id)).fleet.every((ship) => !ship.placement), 'nothing is sent before Ready');
+    const layout = () => bolek.page.evaluate(() => [...document.querySelectorAll('[data-testid=own-board] .cell.ship')].map((el) => el.dataset.cell).join(','));
+    const firstLayout = await layout();
+    await bolek.page.click('[data-testid=reroll]');
+    assert.notEqual(await layout(), firstLayout, 'Re-roll draws another layout');
+    const moved = await touchDragShip(bolek.page);
     await placeAtRandom(bolek.page);
+    const bolekPlaced = (await viewOf(bolek.page, id)).fleet;
+    assert.ok(bolekPlaced.some((ship) => ship.placement.cell === moved.bow && ship.length === moved.length), `the ship dragged by touch to ${moved.bow} stands there`);
     await bolek.page.waitForFunction(() => document.querySelectorAll('[data-testid=own-board] .cell.ship').length === 17, null, WAIT);
     await ala.page.waitForSelector('[data-testid=opponent-state].ready', WAIT);
 
-    log('Ala places by hand: hints, rotate (key and button), pick up and move');
+    log('Ala places by hand: hints, rotate (key and button), pick up and move, drag by mouse, random for the rest');
+    await ala.page.click('[data-testid=by-hand]');
     await waitNextShip(ala.page, 'Carrier');
     assert.match(await own(ala.page, 'A1').getAttribute('class'), /hint/);
     assert.equal(await own(ala.page, 'G1').getAttribute('aria-disabled'), 'true', 'a carrier cannot start on G1 horizontally');
@@ -238,14 +313,21 @@ async function main() {
     await own(ala.page, 'A3').click(); // and puts it down elsewhere
     await waitNextShip(ala.page, 'Cruiser');
     assert.doesNotMatch(await own(ala.page, 'A1').getAttribute('class'), /ship/);
-    await own(ala.page, 'A5').click();
+    await own(ala.page, 'C6').click();
     await waitNextShip(ala.page, 'Submarine');
+    // Dragged by the mouse from its middle: the cruiser moves from C6 to A5.
+    await mouseDrag(ala.page, 'D6', 'B5');
+    await ala.page.waitForFunction(() => document.querySelector('[data-testid=own-board] [data-cell=A5]').classList.contains('bow'), null, WAIT);
+    assert.equal((await viewOf(ala.page, id)).fleet[2].placement.cell, 'A5', 'the dragged cruiser stands at A5');
     await own(ala.page, 'A7').click();
     await waitNextShip(ala.page, 'Destroyer');
-    await own(ala.page, 'A9').click();
+    await ala.page.click('[data-testid=reroll]:has-text("Random for the rest")');
+    await ala.page.waitForSelector('[data-testid=own-board] .cell.ship.draft', WAIT);
+    assert.equal(await ala.page.locator('[data-testid=own-board] .cell.ship.draft').count(), 2, 'only the destroyer is drawn at random');
+    await placeAtRandom(ala.page);
     await ala.page.waitForSelector('[data-testid=target-board]', { ...WAIT, state: 'visible' });
     const alaView = await viewOf(ala.page, id);
-    assert.deepEqual(alaView.fleet.map((ship) => `${ship.placement.cell}${ship.placement.orientation[0]}`), ['A3h', 'J1v', 'A5h', 'A7h', 'A9h']);
+    assert.deepEqual(alaView.fleet.slice(0, 4).map((ship) => `${ship.placement.cell}${ship.placement.orientation[0]}`), ['A3h', 'J1v', 'A5h', 'A7h'], 'random for the rest kept the ships placed by hand');
 
     log('battle, watched by a spectator');
     // From the lobby's live list where the server lists live matches, else by the match's link.
@@ -405,7 +487,7 @@ async function main() {
     log('classic: the marked ring and the extra shot');
     const classic = await createMatch(ala.page, 'classic');
     await joinFromLobby(bolek.page, classic);
-    await ala.page.waitForSelector('[data-testid=random]', WAIT);
+    await ala.page.waitForSelector('[data-testid=ready]', WAIT);
     await placeAtRandom(ala.page);
     await placeAtRandom(bolek.page);
     const first = await waitForTurn([ala, bolek]);
@@ -431,7 +513,7 @@ async function main() {
     log('battaglia: a sunk ship is named');
     const italian = await createMatch(ala.page, 'battaglia');
     await joinFromLobby(bolek.page, italian);
-    await ala.page.waitForSelector('[data-testid=random]', WAIT);
+    await ala.page.waitForSelector('[data-testid=ready]', WAIT);
     await placeAtRandom(ala.page);
     await placeAtRandom(bolek.page);
     const opener = await waitForTurn([ala, bolek]);
@@ -458,8 +540,8 @@ async function main() {
     await quickRow.waitFor(WAIT);
     assert.match(await quickRow.locator('[data-testid=clock-badge]').textContent(), /ustawianie 60 s · strzał 6 s/, 'the joining player sees the custom clock');
     await quickRow.locator('button').click();
-    await bolek.page.waitForSelector('[data-testid=random]', WAIT);
-    await ala.page.waitForSelector('[data-testid=random]', WAIT);
+    await bolek.page.waitForSelector('[data-testid=ready]', WAIT);
+    await ala.page.waitForSelector('[data-testid=ready]', WAIT);
     await placeAtRandom(ala.page);
     await placeAtRandom(bolek.page);
     const away = await waitForTurn([ala, bolek]);
@@ -482,7 +564,9 @@ async function main() {
     assert.match(await present.page.textContent('[data-testid=result]'), /You won|Wygrałeś/);
     log('the result reached while away is shown on return, and the list is up to date');
     const awayResult = away.page.locator('[data-testid=away-result]');
-    await awayResult.waitFor(WAIT);
+    await awayResult.waitFor(WAIT).catch(async (error) => {
+      throw new Error(`${error.message}; away page ${away.page.url()}, toasts ${JSON.stringify(await away.page.locator('.toast').allTextContents())}, kept ${await away.page.evaluate(() => JSON.stringify(Object.entries(localStorage).filter(([key]) => key.startsWith('statki.watch'))))}`);
+    });
     assert.match(await awayResult.textContent(), /You lost|Przegrałeś/);
     await away.page.waitForFunction((id) => {
       const row = document.querySelector(`[data-testid=my-matches] [data-match="${id}"]`);
@@ -581,7 +665,7 @@ async function main() {
     if (await botRow.count()) {
       await botRow.locator('button').click();
       await bolek.page.waitForURL(/#\/m\//, WAIT);
-      await bolek.page.waitForSelector('[data-testid=random]', WAIT);
+      await bolek.page.waitForSelector('[data-testid=ready]', WAIT);
       await placeAtRandom(bolek.page);
       await bolek.page.waitForSelector('[data-testid=target-board]', { ...WAIT, state: 'visible' });
       const botSeat = await waitForTurn([bolek]);

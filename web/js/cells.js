@@ -52,10 +52,12 @@ export function ring(cells) {
  * A random legal fleet for ship `lengths` in order: [{cell, orientation}…]. Ships never
  * overlap; unless `mayTouch`, no two touch, diagonals included. The server still checks it.
  */
-export function randomFleet(lengths, mayTouch, random = Math.random) {
+export function randomFleet(lengths, mayTouch, random = Math.random, fixed = []) {
   for (let attempt = 0; attempt < 200; attempt += 1) {
-    const taken = new Set();
+    // Ships already standing (`fixed`: their cells) stay where they are.
+    const taken = new Set(fixed.flat());
     const blocked = new Set();
+    if (!mayTouch) fixed.forEach((cells) => ring(cells).forEach((c) => blocked.add(c)));
     const fleet = [];
     for (const length of lengths) {
       const options = [];
@@ -92,4 +94,12 @@ export function shipShape(cells) {
     shape.set(cellName(point.col, point.row), parts.filter(Boolean).join(' '));
   });
   return shape;
+}
+
+/** Whether a ship on `cells` may stand beside `others` (lists of cells): no overlap, and no touch unless allowed. */
+export function fits(cells, others, mayTouch) {
+  if (!cells) return false;
+  const near = new Set(others.flat());
+  if (!mayTouch) others.forEach((other) => ring(other).forEach((c) => near.add(c)));
+  return cells.every((cell) => !near.has(cell));
 }

@@ -6,7 +6,7 @@
 import { clockText, h, mount } from '../dom.js';
 import { t, rulesetTitle, shipName } from '../i18n.js';
 import { Board } from '../board.js';
-import { randomFleet, shipCells, shipShape } from '../cells.js';
+import { fits, parseCell, randomFleet, shipCells, shipShape } from '../cells.js';
 import { follow } from '../sse.js';
 import { forgetProfile, nameOf, playerLink, ratingOf, rememberNames } from '../names.js';
 import { verifyFleet } from '../commit.js';
@@ -32,6 +32,11 @@ export function render(app, main, id) {
   let confirmResign = false;
   let busy = false;
   let ratingChange = null;
+  // A layout proposed in the browser for the ships not yet placed (index → {cell, orientation}),
+  // drawn but not sent until "Ready"; null while placing by hand.
+  let draft = null;
+  let draftOffered = false;
+  let drag = null;
 
   // Persistent parts, so focus stays on the board across updates.
   const title = h('div', { class: 'match-title' });
@@ -123,7 +128,6 @@ export function render(app, main, id) {
   const opponentOf = (player) => view.players.find((p) => p !== player) || null;
   const seatOf = (player) => view.players.indexOf(player);
   const extraShotRule = () => Boolean(preset.extra_shot_on_hit || (view.rules.options && view.rules.options.extra_shot_on_hit));
-  const fleetLengths = () => preset.fleet.map((ship) => ship.length);
 
   /** Whether `player` is on an extra shot: the rule gives one and their last shot found a ship. */
   function onExtraShot(player) {
@@ -330,8 +334,29 @@ export function render(app, main, id) {
   }
 
   function drawPlacementBoard() {
+    if (!view.fleet_locked && !draftOffered && view.fleet.every((ship) => !ship.placement)) {
+      // A random layout is shown first: Ready takes it, Re-roll draws another.
+      draftOffered = true;
+      rollDraft();
+    }
+    if (view.fleet_locked) draft = null;
+    ownBoard.el.classList.toggle('placing', !view.fleet_locked);
     const owner = new Map();
     view.fleet.forEach((ship) => ship.cells.forEach((cell) => owner.set(cell, ship)));
+    const drafted = draftShips();
+    if (drafted.length) {
+      const shapes = shapesOf([...view.fleet, ...drafted]);
+      const dragCells = drag && drag.target ? new Set(drag.target) : new Set();
+      drafted.forEach((ship) => ship.cells.forEach((cell) => owner.set(cell, ship)));
+      ownBoard.interactive = true;
+      ownBoard.update((cell) => {
+        const ship = owner.get(cell);
+        if (dragCells.has(cell)) return { kind: 'preview', extra: shipShape(drag.target).get(cell), label: t('cell.preview', { ship: shipName(drag.ship.name) }) };
+        if (ship) return { kind: 'ship', extra: `${shapes.get(cell)}${ship.draft ? ' draft' : ''}${drag && drag.ship.index === ship.index ? ' dragging' : ''}`, offered: true, label: t('cell.drag', { ship: shipName(ship.name) }) };
+        return { kind: 'water', label: t('cell.water') };
+      });
+      return;
+    }
     const next = view.next_ship;
     const hints = new Set(next && view.placement_hints ? view.placement_hints[orientation] : []);
     const previewCells = next && hover && hints.has(hover) ? shipCells(hover, orientation, next.length) : [];
@@ -344,6 +369,7 @@ export function render(app, main, id) {
       if (ship) {
         return { kind: 'ship', extra: `${shapes.get(cell)}${preview.has(cell) ? ' clash' : ''}`, offered: !locked, label: locked ? shipName(ship.name) : t('cell.pick_up', { ship: shipName(ship.name) }) };
       }
+      if (drag && drag.target && drag.target.includes(cell)) return { kind: 'preview', extra: shipShape(drag.target).get(cell), label: t('cell.preview', { ship: shipName(drag.ship.name) }) };
       if (preview.has(cell)) return { kind: 'preview', extra: preview.get(cell), offered: hints.has(cell), label: t('cell.preview', { ship: shipName(next.name) }) };
       if (hints.has(cell)) return { kind: 'hint', offered: !locked, label: t('cell.bow', { ship: shipName(next.name), orientation: t(`orientation.${orientation}`) }) };
       return { kind: 'water', label: t('cell.water') };
@@ -484,8 +510,11 @@ export function render(app, main, id) {
       !locked ? h('div', { class: 'buttons' },
         h('button', { type: 'button', class: 'secondary', 'data-focus-key': 'rotate', 'data-testid': 'rotate', 'aria-keyshortcuts': 'R', onclick: rotate },
           t('placement.rotate', { orientation: t(`orientation.${orientation}`) })),
-        h('button', { type: 'button', class: 'secondary', 'data-focus-key': 'random', 'data-testid': 'random', onclick: placeRandom }, t('placement.random'))) : null,
-      !locked ? h('p', { class: 'muted hint-text' }, t('placement.help')) : null,
+        draft ? h('button', { type: 'button', 'data-focus-key': 'ready', 'data-testid': 'ready', onclick: placeDraft }, t('placement.ready_button')) : null,
+        h('button', { type: 'button', class: 'secondary', 'data-focus-key': 'reroll', 'data-testid': 'reroll', onclick: () => { rollDraft(); draw(); } },
+          draft ? t('placement.reroll') : view.fleet.some((ship) => ship.placement) ? t('placement.random_rest') : t('placement.random')),
+        draft ? h('button', { type: 'button', class: 'secondary', 'data-focus-key': 'by-hand', 'data-testid': 'by-hand', onclick: () => { draft = null; draw(); } }, t('placement.by_hand')) : null) : null,
+      !locked ? h('p', { class: 'muted hint-text' }, draft ? t('placement.draft_help') : t('placement.help')) : null,
       h('ol', { class: 'ship-list' }, view.fleet.map((ship) => h('li', { class: ship.placement ? 'placed' : next && next.index === ship.index ? 'next' : '' },
         h('span', { class: 'ship-bar', 'aria-hidden': 'true' }, Array.from({ length: ship.length }, () => h('i'))),
         h('span', { class: 'grow' }, shipName(ship.name), ' ', h('span', { class: 'muted' }, ship.placement ? `${ship.placement.cell} ${t(`orientation.${ship.placement.orientation}`)}` : t('placement.not_placed'))),
@@ -617,7 +646,8 @@ export function render(app, main, id) {
   }
 
   function ownCell(cell) {
-    if (!view || view.phase !== 'placement' || !participant() || view.fleet_locked) return;
+    if (!view || view.phase !== 'placement' || !participant() || view.fleet_locked || suppressClick) return;
+    if (draft) return;
     const ship = view.fleet.find((candidate) => candidate.cells.includes(cell));
     if (ship) { pickUp(ship); return; }
     const next = view.next_ship;
@@ -635,10 +665,103 @@ export function render(app, main, id) {
     draw();
   }
 
-  function placeRandom() {
-    const fleet = randomFleet(fleetLengths(), preset.ships_may_touch);
-    if (fleet) command(() => app.api.placeFleet(id, fleet));
+  /** The unplaced ships as the draft has them: fleet entries with `cells`, marked `draft`. */
+  function draftShips() {
+    if (!draft || view.fleet_locked) return [];
+    return view.fleet.filter((ship) => !ship.placement && draft.has(ship.index)).map((ship) => {
+      const spot = draft.get(ship.index);
+      return { ...ship, draft: true, spot, cells: shipCells(spot.cell, spot.orientation, ship.length) };
+    });
   }
+
+  /** Draws a random layout for the ships not placed by hand, around those that are. */
+  function rollDraft() {
+    const unplaced = view.fleet.filter((ship) => !ship.placement);
+    const fixed = view.fleet.filter((ship) => ship.placement).map((ship) => ship.cells);
+    const spots = randomFleet(unplaced.map((ship) => ship.length), preset.ships_may_touch, Math.random, fixed);
+    draft = spots ? new Map(unplaced.map((ship, i) => [ship.index, spots[i]])) : null;
+  }
+
+  /** Ready: the hand-placed ships where they stand, the draft for the rest; the fleet locks. */
+  function placeDraft() {
+    const ships = view.fleet.map((ship) => ship.placement || (draft && draft.get(ship.index)));
+    if (ships.some((spot) => !spot)) return;
+    draft = null;
+    command(() => app.api.placeFleet(id, ships.map((spot) => ({ cell: spot.cell, orientation: spot.orientation }))));
+  }
+
+  // --- dragging a ship (mouse, pen or touch, through pointer events) ---
+  function shipAt(cell) {
+    return view.fleet.find((ship) => ship.placement && ship.cells.includes(cell))
+      || draftShips().find((ship) => ship.cells.includes(cell)) || null;
+  }
+
+  function cellUnder(event) {
+    const el = document.elementFromPoint(event.clientX, event.clientY);
+    const button = el && el.closest && el.closest('[data-testid=own-board] .cell');
+    return button ? button.dataset.cell : null;
+  }
+
+  function dragStart(event) {
+    if (!view || view.phase !== 'placement' || !participant() || view.fleet_locked) return;
+    const cell = event.target.closest && event.target.closest('.cell') ? event.target.closest('.cell').dataset.cell : null;
+    const ship = cell && shipAt(cell);
+    if (!ship) return;
+    const spot = ship.draft ? ship.spot : ship.placement;
+    const grab = ship.cells.indexOf(cell);
+    drag = { ship, spot, grab, from: cell, target: null, moved: false, pointer: event.pointerId };
+  }
+
+  /** The bow that puts the grabbed cell under `cell`, and the cells the ship would cover. */
+  function dragTarget(cell) {
+    const { col, row } = parseCell(cell);
+    const horizontal = drag.spot.orientation === 'horizontal';
+    const bowCol = horizontal ? col - drag.grab : col;
+    const bowRow = horizontal ? row : row - drag.grab;
+    if (bowCol < 0 || bowRow < 0) return null;
+    const bow = `${'ABCDEFGHIJ'[bowCol]}${bowRow + 1}`;
+    const cells = shipCells(bow, drag.spot.orientation, drag.ship.length);
+    const others = [...view.fleet.filter((ship) => ship.placement), ...draftShips()]
+      .filter((ship) => ship.index !== drag.ship.index).map((ship) => ship.cells);
+    return cells && fits(cells, others, preset.ships_may_touch) ? { bow, cells } : null;
+  }
+
+  function dragMove(event) {
+    if (!drag || event.pointerId !== drag.pointer) return;
+    const cell = cellUnder(event);
+    if (!cell || cell === drag.from && !drag.moved) return;
+    if (!drag.moved) {
+      // Captured only once it moves, so a press without a move stays a click on its cell.
+      try {
+        ownBoard.el.setPointerCapture(event.pointerId);
+      } catch {
+        // Without capture the drag still follows the pointer while it stays on the board.
+      }
+    }
+    drag.moved = true;
+    const spot = dragTarget(cell);
+    drag.target = spot ? spot.cells : null;
+    drag.bow = spot ? spot.bow : null;
+    drawPlacementBoard();
+  }
+
+  function dragEnd(event) {
+    if (!drag || event.pointerId !== drag.pointer) return;
+    const done = drag;
+    drag = null;
+    if (!done.moved) { drawPlacementBoard(); return; }
+    // A drag is not a click: the click that follows the release must not pick the ship up.
+    suppressClick = true;
+    setTimeout(() => { suppressClick = false; }, 0);
+    if (!done.bow) { drawPlacementBoard(); return; }
+    if (done.ship.draft) {
+      draft.set(done.ship.index, { cell: done.bow, orientation: done.spot.orientation });
+      draw();
+    } else {
+      command(() => app.api.placeShip(id, done.ship.index, done.bow, done.spot.orientation));
+    }
+  }
+  let suppressClick = false;
 
   async function fire(cell) {
     if (!view || view.phase !== 'battle' || view.turn !== me() || busy) return;
@@ -691,6 +814,10 @@ export function render(app, main, id) {
   }
 
   document.addEventListener('keydown', keydown);
+  ownBoard.el.addEventListener('pointerdown', dragStart);
+  ownBoard.el.addEventListener('pointermove', dragMove);
+  ownBoard.el.addEventListener('pointerup', dragEnd);
+  ownBoard.el.addEventListener('pointercancel', () => { drag = null; if (view) drawPlacementBoard(); });
   const ticker = setInterval(tick, TICK_MS);
   const unsubscribe = app.onNotice((notice) => { if (notice.match_id === id) loadRematch(); });
   load();
