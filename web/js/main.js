@@ -93,11 +93,12 @@ class App {
     return this.api.session;
   }
 
-  signIn(session) {
+  signIn(session, { go = true } = {}) {
     this.api.session = session;
     saveSession(session);
     remember(session.id, session.name);
     this.startFeed();
+    if (!go) return;
     this.navigate('#/');
     this.route();
   }
@@ -161,7 +162,7 @@ class App {
     if (this.turns) this.turns.poke();
     // The match page in front already shows what happens in its own match.
     const here = location.hash.startsWith(`#/m/${notice.match_id}`);
-    if (here && notice.kind !== 'rematch_started') return;
+    if (here && notice.kind !== 'rematch_started' && notice.kind !== 'challenge_declined') return;
     const open = (id) => () => this.navigate(`#/m/${id}`);
     switch (notice.kind) {
       case 'challenge':
@@ -179,6 +180,9 @@ class App {
       case 'rematch_started':
         this.toast(t(`notice.${notice.kind}`));
         this.navigate(`#/m/${notice.match_id}`);
+        break;
+      case 'challenge_declined':
+        this.toastWithPlayer('notice.declined', notice.player, { actions: [[t('notice.see'), open(notice.match_id)]] });
         break;
       case 'opponent_joined':
         this.toast(t('notice.opponent_joined'), { actions: [[t('notice.see'), open(notice.match_id)]] });

@@ -3,7 +3,7 @@
 // player's own unfinished matches.
 
 import { h, mount } from '../dom.js';
-import { t, rulesetTitle } from '../i18n.js';
+import { currentLanguage, known, t, rulesetTitle } from '../i18n.js';
 import { playerLink, rememberNames } from '../names.js';
 
 const REFRESH_MS = 5000;
@@ -77,7 +77,8 @@ export function render(app, main, query) {
       if (!alive) return;
       const rows = matches.map((match) => matchRow(match, match.players.includes(app.me.id)
         ? h('a', { class: 'button secondary', href: `#/m/${match.id}` }, t('lobby.yours'))
-        : h('button', { type: 'button', onclick: () => join(match.id) }, t('lobby.join'))));
+        : [h('button', { type: 'button', onclick: () => join(match.id) }, t('lobby.join')),
+          match.invited === app.me.id ? h('button', { type: 'button', class: 'secondary', 'data-testid': 'decline', onclick: () => decline(match.id) }, t('lobby.decline')) : null]));
       mount(openList, rows.length ? rows : h('p', { class: 'empty' }, t('lobby.none_open')));
     } catch (error) {
       mount(openList, h('p', { class: 'form-error' }, error.message));
@@ -114,6 +115,17 @@ export function render(app, main, query) {
     }
   }
 
+  async function decline(id) {
+    try {
+      await app.api.decline(id);
+      app.toast(t('lobby.declined'));
+    } catch (error) {
+      app.error(error);
+    }
+    refreshOpen();
+    refreshMine();
+  }
+
   async function join(id) {
     try {
       await app.api.join(id);
@@ -137,7 +149,7 @@ export function render(app, main, query) {
         h('div', { class: 'list' }, bots.map((bot) => h('div', { class: 'row' },
           h('div', { class: 'row-main' },
             h('div', {}, h('strong', {}, bot.name), h('span', { class: 'badge' }, t(`bot.${bot.level}`))),
-            h('div', { class: 'muted small-text' }, bot.description)),
+            h('div', { class: 'muted small-text', 'data-testid': 'bot-description' }, known(`bot.description.${bot.level}`) && currentLanguage() !== 'en' ? t(`bot.description.${bot.level}`) : bot.description)),
           h('button', { type: 'button', onclick: async () => {
             try {
               const match = await app.api.createMatch({ ruleset: select.value, ranked: false, opponent: bot.id });

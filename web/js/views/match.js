@@ -32,6 +32,7 @@ export function render(app, main, id) {
   let confirmResign = false;
   let busy = false;
   let ratingChange = null;
+  let cancelReason = null;
   // A layout proposed in the browser for the ships not yet placed (index → {cell, orientation}),
   // drawn but not sent until "Ready"; null while placing by hand.
   let draft = null;
@@ -114,6 +115,7 @@ export function render(app, main, id) {
       verifyRecord();
       loadRematch();
       loadRatingChange();
+      loadCancelReason();
       if (app.turns) app.turns.sawEnd(id);
       // A cue for an end seen as it happens, not for an old match opened again.
       if (wasOver === false && participant() && view.result && view.result.winner) play(view.result.winner === me() ? 'won' : 'lost');
@@ -271,7 +273,7 @@ export function render(app, main, id) {
   }
 
   function resultText() {
-    if (view.phase === 'cancelled') return t('result.cancelled');
+    if (view.phase === 'cancelled') return cancelReason ? t(`cancel.${cancelReason}`) : t('result.cancelled');
     const result = view.result || {};
     const reason = t(`reason.${result.reason}`);
     if (!result.winner) return `${t('result.draw')} — ${reason}`;
@@ -474,7 +476,9 @@ export function render(app, main, id) {
         parts.push(h('p', {}, t('waiting.share')), h('input', { class: 'share', readonly: true, value: location.href, 'aria-label': t('waiting.link'), onfocus: (event) => event.target.select() }),
           h('button', { type: 'button', class: 'secondary', 'data-testid': 'withdraw', onclick: () => command(() => app.api.resign(id)) }, t('waiting.withdraw')));
       } else if (!view.invited || view.invited === app.me.id) {
-        parts.push(h('button', { type: 'button', onclick: () => command(() => app.api.join(id)) }, t('lobby.join')));
+        parts.push(h('div', { class: 'buttons' },
+          h('button', { type: 'button', onclick: () => command(() => app.api.join(id)) }, t('lobby.join')),
+          view.invited === app.me.id ? h('button', { type: 'button', class: 'secondary', 'data-testid': 'decline', onclick: () => command(() => app.api.decline(id)) }, t('lobby.decline')) : null));
       }
     } else if (participant() && view.phase === 'placement') {
       parts.push(placementControls());
@@ -569,6 +573,21 @@ export function render(app, main, id) {
     if (!alive) return;
     verified = results;
     drawEnding();
+  }
+
+  /** Why a cancelled match was cancelled (declined, withdrawn, not joined): from its last event. */
+  async function loadCancelReason() {
+    if (view.phase !== 'cancelled') return;
+    try {
+      const events = await app.api.events(id, Math.max(0, view.seq - 2));
+      const cancelled = (Array.isArray(events) ? events : events.events || []).find((event) => event.kind === 'match_cancelled');
+      if (!cancelled || !alive) return;
+      cancelReason = cancelled.reason;
+      drawStatus();
+      drawEnding();
+    } catch {
+      // "Cancelled" alone is still true.
+    }
   }
 
   // --- the rating after a ranked match ---
