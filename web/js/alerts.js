@@ -116,8 +116,13 @@ export function watchTurns(app) {
     if (link && link.getAttribute('href') !== href) link.setAttribute('href', href);
   }
 
+  let polling = false;
   async function poll() {
     if (stopped) return;
+    // One look at a time: a slow answer must not overwrite what a later one saw.
+    if (polling) return;
+    polling = true;
+    clearTimeout(timer);
     try {
       const answer = await app.api.playerMatches(app.me.id);
       const matches = Array.isArray(answer) ? answer : answer.matches || [];
@@ -158,6 +163,7 @@ export function watchTurns(app) {
     } catch {
       // A failed poll changes nothing; the next one tries again.
     }
+    polling = false;
     if (!stopped) timer = setTimeout(poll, POLL_MS);
   }
 
@@ -190,8 +196,7 @@ export function watchTurns(app) {
     },
     /** Looks again now (after a page's own command, so the title is right at once). */
     poke() {
-      clearTimeout(timer);
-      poll();
+      if (!polling) poll();
     },
   };
 }

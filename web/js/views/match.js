@@ -79,7 +79,13 @@ export function render(app, main, id) {
       stream = follow(`/v1/matches/${id}/stream`, {
         token: () => app.api.token,
         lastEventId: first.seq,
-        onEvent: ({ data }) => { describeEvent(data); refresh(); },
+        onEvent: ({ event, data }) => {
+          // A stream that opens with the caller's whole view (`state`) saves a read; any
+          // other kind, known or not, only says that something happened.
+          if (event === 'state' && data && data.id === id && typeof data.seq === 'number') { accept(data); return; }
+          describeEvent(data);
+          refresh();
+        },
         onState: (state) => {
           live.className = `live-dot ${state}`;
           live.textContent = t(`stream.${state}`);
