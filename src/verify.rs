@@ -16,8 +16,8 @@ use uuid::Uuid;
 
 use crate::app::ladder;
 use crate::engine::{
-    Command, Draw, Event, FinishReason, Match, Phase, Rating, RatingChange, Refusal, Score,
-    Snapshot,
+    CancelReason, Command, Draw, Event, FinishReason, Match, Phase, Rating, RatingChange, Refusal,
+    Score, Snapshot,
 };
 use crate::store::{StoreError, events, matches, ratings};
 
@@ -293,14 +293,23 @@ fn check_referee(match_id: Uuid, log: &[events::StoredEvent], report: &mut Repor
     let mut index = 0;
     while index < rest.len() {
         let stored = &rest[index];
-        let expected: Option<Result<Vec<Event>, Refusal>> =
-            match &stored.event {
-                // Fleets are locked before the first shot, so the folded state holds the very
-                // fleets each shot was fired at.
-                Event::ShotFired { player, cell, .. } => {
-                    Some(state.decide(*player, &Command::Fire { cell: *cell }, stored.at, draw))
-                }
-                Event::MatchFinished { winner, reason } => match reason {
+        let expected: Option<Result<Vec<Event>, Refusal>> = match &stored.event {
+            // Fleets are locked before the first shot, so the folded state holds the very
+            // fleets each shot was fired at.
+            Event::ShotFired { player, cell, .. } => {
+                Some(state.decide(*player, &Command::Fire { cell: *cell }, stored.at, draw))
+            }
+            // Only the invited player may decline, and only while the challenge waits.
+            Event::MatchCancelled {
+                reason: CancelReason::Declined,
+            } => Some(
+                state
+                    .invited
+                    .ok_or(Refusal::NotInvited)
+                    .and_then(|invited| state.decide(invited, &Command::Decline, stored.at, draw)),
+            ),
+            Event::MatchFinished { winner, reason } => {
+                match reason {
                     FinishReason::AllSunk => None,
                     FinishReason::Resigned => {
                         let loser = state
@@ -315,9 +324,10 @@ fn check_referee(match_id: Uuid, log: &[events::StoredEvent], report: &mut Repor
                     FinishReason::PlacementTimeout
                     | FinishReason::BothPlacementTimeout
                     | FinishReason::ShotTimeout => Some(state.expire(stored.at)),
-                },
-                _ => None,
-            };
+                }
+            }
+            _ => None,
+        };
         match expected {
             None => {}
             Some(Err(refusal)) => {

@@ -12,7 +12,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{AppError, Result, ladder};
-use crate::engine::{Command, Event, Match, Refusal};
+use crate::engine::{CancelReason, Command, Event, Match, Refusal};
 use crate::store::idempotency::{Answer, KeyRef};
 use crate::store::matches::{Append, MatchRow, RowWrite, Write};
 use crate::store::{StoreError, StoredEvent, matches, notices};
@@ -333,6 +333,19 @@ fn player_notices(change: &Folded) -> Vec<(Uuid, &'static str, serde_json::Value
                     "ranked": ranked,
                 }),
             )),
+            Event::MatchCancelled {
+                reason: CancelReason::Declined,
+            } => {
+                if let (Some(creator), Some(invited)) =
+                    (change.state.player(0), change.state.invited)
+                {
+                    notes.push((
+                        creator,
+                        "challenge_declined",
+                        json!({ "match_id": change.id, "player": invited }),
+                    ));
+                }
+            }
             Event::PlayerJoined { player, .. } => {
                 if let Some(creator) = change.state.player(0) {
                     notes.push((

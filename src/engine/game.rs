@@ -65,6 +65,8 @@ pub enum CancelReason {
     NotJoined,
     /// The creator withdrew the match before anyone joined.
     Withdrawn,
+    /// The invited player refused the challenge.
+    Declined,
 }
 
 /// How a finished match ended; `winner` is `None` for a draw.
@@ -242,11 +244,22 @@ impl Event {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
     Join,
-    PlaceShip { index: usize, placement: Placement },
-    RemoveShip { index: usize },
-    PlaceFleet { placements: Vec<Placement> },
-    Fire { cell: Cell },
+    PlaceShip {
+        index: usize,
+        placement: Placement,
+    },
+    RemoveShip {
+        index: usize,
+    },
+    PlaceFleet {
+        placements: Vec<Placement>,
+    },
+    Fire {
+        cell: Cell,
+    },
     Resign,
+    /// The invited player refuses a challenge that is still waiting for them.
+    Decline,
 }
 
 /// The random draws a command may need, made by the caller so the engine stays pure.
@@ -430,6 +443,7 @@ impl Match {
             }
             Command::Fire { cell } => self.decide_fire(seat()?, *cell, now),
             Command::Resign => self.decide_resign(seat()?),
+            Command::Decline => self.decide_decline(actor),
         }
     }
 
@@ -705,6 +719,18 @@ impl Match {
             marked,
             next_turn: self.player(next_seat),
             deadline: Some(now + seconds(self.rules.clock.shot_seconds)),
+        }])
+    }
+
+    fn decide_decline(&self, actor: Uuid) -> Result<Vec<Event>, Refusal> {
+        if self.phase != Phase::Waiting {
+            return Err(wrong_phase(self.phase, "waiting"));
+        }
+        if self.invited != Some(actor) {
+            return Err(Refusal::NotInvited);
+        }
+        Ok(vec![Event::MatchCancelled {
+            reason: CancelReason::Declined,
         }])
     }
 

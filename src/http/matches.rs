@@ -1,4 +1,4 @@
-//! `/v1/matches`: create, list, join, place, fire, resign, and the event feed.
+//! `/v1/matches`: create, list, join, place, fire, resign, decline, and the event feed.
 
 use axum::Json;
 use axum::extract::State;
@@ -27,6 +27,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(place_fleet))
         .routes(routes!(fire))
         .routes(routes!(resign))
+        .routes(routes!(decline))
         .routes(routes!(match_events))
 }
 
@@ -367,6 +368,28 @@ async fn resign(
 ) -> Result<Json<Answer<MatchResource>>, ApiError> {
     let idempotency = key.for_request(&format!("POST /v1/matches/{id}/resign"), &());
     answer_with_view(&state, id, caller, Command::Resign, idempotency).await
+}
+
+/// Decline: the invited player refuses a challenge; the match is cancelled (reason
+/// `declined`) and the challenger's feed gets a `challenge_declined` notice.
+#[utoipa::path(
+    post, path = "/v1/matches/{id}/decline", tag = "matches",
+    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header)),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The cancelled match as the caller (now a spectator of it) sees it", body = MatchResource),
+        (status = 403, description = "`not_invited` (the challenge is for someone else, or the match is open to all)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`wrong_phase` (the challenge was already taken, declined or withdrawn)", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn decline(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    key: IdempotencyKey,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<Json<Answer<MatchResource>>, ApiError> {
+    let idempotency = key.for_request(&format!("POST /v1/matches/{id}/decline"), &());
+    answer_with_view(&state, id, caller, Command::Decline, idempotency).await
 }
 
 /// The events the caller may see, in order, after `after`.

@@ -38,6 +38,8 @@ pub enum NoticeData {
     },
     /// Someone took the second seat of the caller's match.
     OpponentJoined { match_id: Uuid, player: Uuid },
+    /// The invited `player` declined the caller's challenge; the match is cancelled.
+    ChallengeDeclined { match_id: Uuid, player: Uuid },
     /// The ranked queue paired the caller.
     Paired {
         match_id: Uuid,

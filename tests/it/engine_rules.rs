@@ -778,6 +778,37 @@ fn refuses_a_joiner_who_was_not_invited() {
 }
 
 #[test]
+fn only_the_invited_player_declines_and_only_while_the_challenge_waits() {
+    let mut game = Game::create(rules(RuleSetId::Statki), Some(JOINER));
+    assert_eq!(
+        game.refuse(STRANGER, &Command::Decline),
+        Refusal::NotInvited
+    );
+    assert_eq!(game.refuse(CREATOR, &Command::Decline), Refusal::NotInvited);
+    let events = game.exec(JOINER, &Command::Decline);
+    assert_eq!(
+        events,
+        [Event::MatchCancelled {
+            reason: CancelReason::Declined
+        }]
+    );
+    assert_eq!(game.state.phase, Phase::Cancelled);
+    assert!(matches!(
+        game.refuse(JOINER, &Command::Join),
+        Refusal::WrongPhase { .. }
+    ));
+
+    let mut open = Game::create(rules(RuleSetId::Statki), None);
+    assert_eq!(open.refuse(JOINER, &Command::Decline), Refusal::NotInvited);
+    let mut joined = Game::create(rules(RuleSetId::Statki), Some(JOINER));
+    joined.exec(JOINER, &Command::Join);
+    assert!(matches!(
+        joined.refuse(JOINER, &Command::Decline),
+        Refusal::WrongPhase { .. }
+    ));
+}
+
+#[test]
 fn refuses_to_expire_before_any_clock_runs_out() {
     let mut game = Game::create(rules(RuleSetId::Statki), None);
     game.now = at(899);

@@ -427,6 +427,67 @@ async fn a_direct_challenge_admits_only_the_invited_player(pool: PgPool) {
 }
 
 #[sqlx::test]
+async fn the_invited_player_declines_a_challenge_and_the_challenger_is_told(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let a = app.register(&unique("ala")).await;
+    let b = app.register(&unique("bolek")).await;
+    let c = app.register(&unique("celina")).await;
+    let id = app.create_match(&a, json!({ "opponent": b.id })).await;
+    let open = app.create_match(&a, json!({})).await;
+    let decline = |player: &Player, id: &str| {
+        app.post(
+            &format!("/v1/matches/{id}/decline"),
+            &player.token,
+            json!({}),
+        )
+    };
+
+    // Nobody but the invited player may decline, and refusals change nothing.
+    let before = app.event_count().await;
+    for (player, match_id) in [(&c, &id), (&a, &id), (&b, &open)] {
+        let refused = decline(player, match_id).await;
+        assert_eq!(
+            (refused.status, refused.code()),
+            (StatusCode::FORBIDDEN, "not_invited"),
+            "{:?}",
+            refused.body
+        );
+    }
+    assert_eq!(app.event_count().await, before);
+
+    let declined = decline(&b, &id).await;
+    assert_eq!(declined.status, StatusCode::OK, "{:?}", declined.body);
+    assert_eq!(declined.body["phase"], "cancelled");
+    let events = ladder_support::events(&app, &id, &a).await;
+    let last = events.last().unwrap();
+    assert_eq!(
+        (last["kind"].as_str(), last["reason"].as_str()),
+        (Some("match_cancelled"), Some("declined"))
+    );
+    let told = notices(&app, &a, "challenge_declined").await;
+    assert_eq!(told.len(), 1);
+    assert_eq!(
+        (told[0]["match_id"].as_str(), told[0]["player"].as_str()),
+        (Some(id.as_str()), Some(b.id.as_str()))
+    );
+    assert!(!is_open(&app, &b, &id).await);
+
+    // Declined once: a second decline, or a join, finds it over.
+    let again = decline(&b, &id).await;
+    assert_eq!(
+        (again.status, again.code()),
+        (StatusCode::CONFLICT, "wrong_phase")
+    );
+    let join = app
+        .post(&format!("/v1/matches/{id}/join"), &b.token, json!({}))
+        .await;
+    assert_eq!(
+        (join.status, join.code()),
+        (StatusCode::CONFLICT, "wrong_phase")
+    );
+}
+
+#[sqlx::test]
 async fn both_asking_starts_a_rematch_with_the_same_rules(pool: PgPool) {
     let app = spawn_app(pool).await;
     let a = app.register(&unique("ala")).await;

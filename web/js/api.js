@@ -2,13 +2,12 @@
 // into ApiError (whose message is the problem's `detail`), and Idempotency-Key on every
 // state-changing request so one retry after a network failure is safe.
 
-import { t } from './i18n.js';
+import { problemText, t } from './i18n.js';
 
-/** A refusal or failure, with the server's own words when it gave any. */
+/** A refusal or failure, told in the reader's language from the problem's `code` (its `detail` as fallback). */
 export class ApiError extends Error {
   constructor(status, problem) {
-    const detail = problem && (problem.detail || problem.title);
-    super(detail || (status ? t('error.status', { status }) : t('error.network')));
+    super(problemText(problem) || (status ? t('error.status', { status }) : t('error.network')));
     this.status = status;
     this.code = problem ? problem.code : undefined;
     this.problem = problem;
@@ -136,6 +135,7 @@ export class Api {
   placeFleet(id, ships) { return this.put(`/v1/matches/${id}/fleet`, { ships }); }
   shoot(id, cell) { return this.post(`/v1/matches/${id}/shots`, { cell }); }
   resign(id) { return this.post(`/v1/matches/${id}/resign`); }
+  decline(id) { return this.post(`/v1/matches/${id}/decline`); }
   rematch(id) { return this.post(`/v1/matches/${id}/rematch`); }
   joinQueue(ruleset) { return this.post('/v1/queue', { ruleset }); }
   leaveQueue() { return this.delete('/v1/queue'); }

@@ -78,12 +78,20 @@ export class Board {
       const { kind, label, offered = false, extra = '' } = describe(name);
       const button = this.buttons.get(name);
       const className = `cell ${kind}${extra ? ` ${extra}` : ''}`;
-      if (button.className !== className) button.className = className;
+      if (button.className.replace(/ fresh-\w+/, '') !== className) {
+        // A cell that has just been fired at plays its splash, hit or sink once.
+        const landed = /\b(miss|hit|sunk|sunk-own)\b/.exec(kind);
+        const before = button.className;
+        const fresh = this.drawn && landed && !new RegExp(`\\b${landed[1]}\\b`).test(before) ? ` fresh-${landed[1] === 'sunk-own' ? 'sunk' : landed[1]}` : '';
+        button.className = className + fresh;
+      }
       const accessible = `${name}, ${label}`;
       if (button.getAttribute('aria-label') !== accessible) button.setAttribute('aria-label', accessible);
       const disabled = offered ? 'false' : 'true';
       if (button.getAttribute('aria-disabled') !== disabled) button.setAttribute('aria-disabled', disabled);
     }
+    // The first picture of a sea is not news: only later changes animate.
+    this.drawn = true;
   }
 
   set interactive(on) {

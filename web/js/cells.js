@@ -52,10 +52,12 @@ export function ring(cells) {
  * A random legal fleet for ship `lengths` in order: [{cell, orientation}…]. Ships never
  * overlap; unless `mayTouch`, no two touch, diagonals included. The server still checks it.
  */
-export function randomFleet(lengths, mayTouch, random = Math.random) {
+export function randomFleet(lengths, mayTouch, random = Math.random, fixed = []) {
   for (let attempt = 0; attempt < 200; attempt += 1) {
-    const taken = new Set();
+    // Ships already standing (`fixed`: their cells) stay where they are.
+    const taken = new Set(fixed.flat());
     const blocked = new Set();
+    if (!mayTouch) fixed.forEach((cells) => ring(cells).forEach((c) => blocked.add(c)));
     const fleet = [];
     for (const length of lengths) {
       const options = [];
@@ -74,4 +76,30 @@ export function randomFleet(lengths, mayTouch, random = Math.random) {
     if (fleet.length === lengths.length) return fleet;
   }
   return null;
+}
+
+/**
+ * How each cell of a ship is drawn: `h` or `v` (which way it lies; a one-cell ship has
+ * neither) plus `bow` on its first cell and `stern` on its last, as class names.
+ */
+export function shipShape(cells) {
+  const shape = new Map();
+  if (!cells || !cells.length) return shape;
+  const points = cells.map(parseCell).sort((a, b) => a.col - b.col || a.row - b.row);
+  const way = points.length === 1 ? '' : points[0].row === points[1].row ? 'h' : 'v';
+  points.forEach((point, index) => {
+    const parts = [way];
+    if (index === 0) parts.push('bow');
+    if (index === points.length - 1) parts.push('stern');
+    shape.set(cellName(point.col, point.row), parts.filter(Boolean).join(' '));
+  });
+  return shape;
+}
+
+/** Whether a ship on `cells` may stand beside `others` (lists of cells): no overlap, and no touch unless allowed. */
+export function fits(cells, others, mayTouch) {
+  if (!cells) return false;
+  const near = new Set(others.flat());
+  if (!mayTouch) others.forEach((other) => ring(other).forEach((c) => near.add(c)));
+  return cells.every((cell) => !near.has(cell));
 }

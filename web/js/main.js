@@ -6,6 +6,7 @@ import { Api, saveSession } from './api.js';
 import { h, mount } from './dom.js';
 import { currentLanguage, languages, setLanguage, t } from './i18n.js';
 import { follow } from './sse.js';
+import { alertControls, watchTurns } from './alerts.js';
 import { nameOf, remember, rememberNames, useApi } from './names.js';
 import * as auth from './views/auth.js';
 import * as lobby from './views/lobby.js';
@@ -14,7 +15,24 @@ import * as replay from './views/replay.js';
 import * as ladder from './views/ladder.js';
 import * as profile from './views/profile.js';
 
-const FRESH_NOTICE_MS = 10 * 60 * 1000;
+// A notice is toasted only when it happened after this page opened (less a little slack
+// for a notice racing the page's start): pending notices replayed by the feed on connect
+// are old news, and the lobby lists what still matters (challenges, matches to resume).
+const PAGE_OPENED = Date.now();
+const NOTICE_SLACK_MS = 5000;
+const THEME_KEY = 'statki.theme';
+const THEMES = ['auto', 'light', 'dark'];
+
+/** The saved theme: 'light' or 'dark' as chosen, else 'auto' (the system's `prefers-color-scheme`). */
+function savedTheme() {
+  const saved = localStorage.getItem(THEME_KEY);
+  return THEMES.includes(saved) ? saved : 'auto';
+}
+
+function applyTheme(theme) {
+  if (theme === 'auto') delete document.documentElement.dataset.theme;
+  else document.documentElement.dataset.theme = theme;
+}
 
 class App {
   constructor() {
@@ -26,10 +44,21 @@ class App {
     this.cleanup = null;
     this.feed = null;
     this.rulesetsPromise = null;
+    this.turns = null;
+    this.turnsWaiting = new Set();
+    this.pageTurn = false;
+    this.toasted = new Set();
+  }
+
+  /** The tab's title: marked while any match (the one on screen or another) waits for the player's shot. */
+  updateTitle() {
+    const waiting = this.pageTurn || this.turnsWaiting.size > 0;
+    document.title = waiting ? `▶ ${t('title.your_turn')} · Statki` : 'Statki';
   }
 
   async start() {
     document.documentElement.lang = currentLanguage();
+    applyTheme(savedTheme());
     await this.detectFeatures();
     window.addEventListener('hashchange', () => this.route());
     if (this.api.session) {
@@ -64,11 +93,12 @@ class App {
     return this.api.session;
   }
 
-  signIn(session) {
+  signIn(session, { go = true } = {}) {
     this.api.session = session;
     saveSession(session);
     remember(session.id, session.name);
     this.startFeed();
+    if (!go) return;
     this.navigate('#/');
     this.route();
   }
@@ -100,12 +130,13 @@ class App {
 
   startFeed() {
     this.stopFeed();
+    this.turns = watchTurns(this);
     this.feed = follow('/v1/stream', {
       token: () => this.api.token,
       lastEventId: localStorage.getItem(this.feedKey()),
       onEvent: ({ id, data }) => {
         if (id !== null && this.me) localStorage.setItem(this.feedKey(), id);
-        this.notice(data);
+        this.notice(data, id);
       },
     });
   }
@@ -113,16 +144,25 @@ class App {
   stopFeed() {
     if (this.feed) this.feed.close();
     this.feed = null;
+    if (this.turns) this.turns.stop();
+    this.turns = null;
+    this.turnsWaiting = new Set();
+    this.updateTitle();
   }
 
-  notice(notice) {
+  notice(notice, id = null) {
     rememberNames(notice);
     for (const listener of this.noticeListeners) listener(notice);
-    const fresh = Date.now() - Date.parse(notice.at) < FRESH_NOTICE_MS;
+    const fresh = Date.parse(notice.at) >= PAGE_OPENED - NOTICE_SLACK_MS;
     if (!fresh) return;
+    if (id !== null) {
+      if (this.toasted.has(id)) return;
+      this.toasted.add(id);
+    }
+    if (this.turns) this.turns.poke();
     // The match page in front already shows what happens in its own match.
     const here = location.hash.startsWith(`#/m/${notice.match_id}`);
-    if (here && notice.kind !== 'rematch_started') return;
+    if (here && notice.kind !== 'rematch_started' && notice.kind !== 'challenge_declined') return;
     const open = (id) => () => this.navigate(`#/m/${id}`);
     switch (notice.kind) {
       case 'challenge':
@@ -140,6 +180,9 @@ class App {
       case 'rematch_started':
         this.toast(t(`notice.${notice.kind}`));
         this.navigate(`#/m/${notice.match_id}`);
+        break;
+      case 'challenge_declined':
+        this.toastWithPlayer('notice.declined', notice.player, { actions: [[t('notice.see'), open(notice.match_id)]] });
         break;
       case 'opponent_joined':
         this.toast(t('notice.opponent_joined'), { actions: [[t('notice.see'), open(notice.match_id)]] });
@@ -161,10 +204,10 @@ class App {
   }
 
   // --- messages ---
-  toast(message, { kind = 'info', actions = [], timeout = 8000 } = {}) {
+  toast(message, { kind = 'info', actions = [], timeout = 8000, testId = null } = {}) {
     const box = document.getElementById('toasts');
     const close = () => item.remove();
-    const item = h('div', { class: `toast ${kind}`, role: kind === 'error' ? 'alert' : 'status' },
+    const item = h('div', { class: `toast ${kind}`, role: kind === 'error' ? 'alert' : 'status', 'data-testid': testId },
       h('span', {}, message),
       actions.map(([label, run]) => h('button', { type: 'button', class: 'link', onclick: () => { run(); close(); } }, label)),
       h('button', { type: 'button', class: 'close', 'aria-label': t('close'), onclick: close }, '×'));
@@ -213,11 +256,17 @@ class App {
       class: 'language', 'aria-label': t('language'),
       onchange: (event) => { setLanguage(event.target.value); document.documentElement.lang = event.target.value; this.route(); },
     }, languages.map(([code, label]) => h('option', { value: code, selected: code === currentLanguage() }, label)));
+    const theme = h('select', {
+      class: 'theme', 'aria-label': t('theme'), 'data-testid': 'theme',
+      onchange: (event) => { localStorage.setItem(THEME_KEY, event.target.value); applyTheme(event.target.value); },
+    }, THEMES.map((code) => h('option', { value: code, selected: code === savedTheme() }, t(`theme.${code}`))));
     mount(account,
       switcher,
+      theme,
+      this.me ? alertControls(this) : null,
       this.me ? [
         h('span', { class: 'me', 'data-testid': 'me' }, this.me.name),
-        h('button', { type: 'button', class: 'secondary small', onclick: () => this.signOut() }, t('auth.logout')),
+        h('button', { type: 'button', class: 'secondary small', 'data-testid': 'logout', onclick: () => this.signOut() }, t('auth.logout')),
       ] : []);
   }
 }

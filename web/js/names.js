@@ -35,3 +35,20 @@ export function playerLink(id, { link = true } = {}) {
   nameOf(id).then((name) => { el.textContent = name; });
   return el;
 }
+
+const profiles = new Map();
+
+/** The player's rating on `ruleset`'s ladder from their public profile, or null (bots, no games). */
+export function ratingOf(id, ruleset) {
+  if (!id) return Promise.resolve(null);
+  if (!profiles.has(id)) profiles.set(id, api.player(id).catch(() => null));
+  return profiles.get(id).then((player) => {
+    const entry = player && (player.ladders || []).find((ladder) => ladder.ruleset === ruleset);
+    return entry && typeof entry.rating === 'number' ? entry.rating : null;
+  });
+}
+
+/** Forgets the kept profile of `id`, so the next rating read is fresh (after a ranked result). */
+export function forgetProfile(id) {
+  profiles.delete(id);
+}

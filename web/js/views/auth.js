@@ -43,10 +43,34 @@ export function render(app, main) {
       h('button', { type: 'submit' }, t('auth.login_button')))
     : null;
 
+  // A visitor plays a bot at once: a guest account with a generated name, kept in this
+  // browser like any other; a password set later on the profile makes it a full account.
+  async function playGuest(event) {
+    const button = event.currentTarget;
+    button.disabled = true;
+    message.textContent = '';
+    try {
+      const suffix = Array.from(crypto.getRandomValues(new Uint8Array(3)), (byte) => byte.toString(16).padStart(2, '0')).join('');
+      const guest = await app.api.register(`${t('auth.guest_name')}-${suffix}`);
+      app.signIn({ id: guest.id, name: guest.name, token: guest.token }, { go: false });
+      const bots = await app.api.bots();
+      const bot = bots.find((candidate) => candidate.level === 'easy') || bots[0];
+      const match = await app.api.createMatch({ ruleset: 'statki', ranked: false, opponent: bot.id });
+      app.toast(t('auth.guest_welcome', { name: guest.name }));
+      app.navigate(`#/m/${match.id}`);
+    } catch (error) {
+      message.textContent = error.message;
+      button.disabled = false;
+    }
+  }
+
   mount(main,
     h('section', { class: 'hero' },
       h('h1', {}, t('app.title')),
-      h('p', { class: 'lead' }, t('app.tagline'))),
+      h('p', { class: 'lead' }, t('app.tagline')),
+      app.features.bots ? h('p', { class: 'guest' },
+        h('button', { type: 'button', 'data-testid': 'play-guest', onclick: playGuest }, t('auth.guest_button')),
+        ' ', h('span', { class: 'muted' }, t('auth.guest_help'))) : null),
     message,
     h('div', { class: 'columns' }, register, login));
   return null;

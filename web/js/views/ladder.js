@@ -39,9 +39,12 @@ export function render(app, main, ruleset) {
       mount(table, h('p', { class: 'form-error', role: 'alert' }, error.message));
     }
   }
-  mount(table, h('table', { class: 'ladder' },
-    h('thead', {}, h('tr', {}, [t('ladder.rank'), t('ladder.player'), t('ladder.rating'), t('ladder.deviation'), t('ladder.games'), t('ladder.wld'), ''].map((label) => h('th', { scope: 'col' }, label)))),
-    body));
+  // On a phone the table scrolls inside its panel; the page itself never scrolls sideways.
+  mount(table, h('div', { class: 'table-wrap' }, h('table', { class: 'ladder' },
+    h('thead', {}, h('tr', {},
+      [t('ladder.rank'), t('ladder.player'), t('ladder.rating'), t('ladder.deviation'), t('ladder.games'), t('ladder.wld')].map((label) => h('th', { scope: 'col' }, label)),
+      h('th', { scope: 'col' }, h('span', { class: 'visually-hidden' }, t('ladder.actions'))))),
+    body)));
   page(null);
   return () => { alive = false; };
 }

@@ -3,7 +3,7 @@
 // player's own unfinished matches.
 
 import { h, mount } from '../dom.js';
-import { t, rulesetTitle } from '../i18n.js';
+import { currentLanguage, known, t, rulesetTitle } from '../i18n.js';
 import { playerLink, rememberNames } from '../names.js';
 
 const REFRESH_MS = 5000;
@@ -50,8 +50,17 @@ export function render(app, main, query) {
         match.ranked ? h('span', { class: 'badge ranked' }, t('match.ranked')) : null,
         match.rules && match.rules.options && match.rules.options.extra_shot_on_hit ? h('span', { class: 'badge' }, t('option.extra_shot')) : null,
         match.phase === 'waiting' && match.invited && match.invited === app.me.id ? h('span', { class: 'badge invite' }, t('lobby.for_you')) : null,
+        match.phase === 'battle' && match.turn === app.me.id ? h('span', { class: 'badge turn', 'data-testid': 'your-turn' }, t('lobby.your_turn')) : null,
+        clockBadge(match),
         detail ? h('span', { class: 'muted small-text' }, detail) : null)),
     action);
+  }
+
+  /** The match's clocks ("⏱ 120 s · 30 s a shot"), so a joining player sees a custom clock. */
+  function clockBadge(match) {
+    const clock = (match.rules && match.rules.clock) || match.clock;
+    if (!clock || !clock.shot_seconds) return null;
+    return h('span', { class: 'badge clock-badge', 'data-testid': 'clock-badge' }, t('lobby.clock', { placement: clock.placement_seconds, shot: clock.shot_seconds }));
   }
 
   /** How a match stands for the signed-in player: its phase, or the result. */
@@ -68,7 +77,8 @@ export function render(app, main, query) {
       if (!alive) return;
       const rows = matches.map((match) => matchRow(match, match.players.includes(app.me.id)
         ? h('a', { class: 'button secondary', href: `#/m/${match.id}` }, t('lobby.yours'))
-        : h('button', { type: 'button', onclick: () => join(match.id) }, t('lobby.join'))));
+        : [h('button', { type: 'button', onclick: () => join(match.id) }, t('lobby.join')),
+          match.invited === app.me.id ? h('button', { type: 'button', class: 'secondary', 'data-testid': 'decline', onclick: () => decline(match.id) }, t('lobby.decline')) : null]));
       mount(openList, rows.length ? rows : h('p', { class: 'empty' }, t('lobby.none_open')));
     } catch (error) {
       mount(openList, h('p', { class: 'form-error' }, error.message));
@@ -105,6 +115,17 @@ export function render(app, main, query) {
     }
   }
 
+  async function decline(id) {
+    try {
+      await app.api.decline(id);
+      app.toast(t('lobby.declined'));
+    } catch (error) {
+      app.error(error);
+    }
+    refreshOpen();
+    refreshMine();
+  }
+
   async function join(id) {
     try {
       await app.api.join(id);
@@ -128,7 +149,7 @@ export function render(app, main, query) {
         h('div', { class: 'list' }, bots.map((bot) => h('div', { class: 'row' },
           h('div', { class: 'row-main' },
             h('div', {}, h('strong', {}, bot.name), h('span', { class: 'badge' }, t(`bot.${bot.level}`))),
-            h('div', { class: 'muted small-text' }, bot.description)),
+            h('div', { class: 'muted small-text', 'data-testid': 'bot-description' }, known(`bot.description.${bot.level}`) && currentLanguage() !== 'en' ? t(`bot.description.${bot.level}`) : bot.description)),
           h('button', { type: 'button', onclick: async () => {
             try {
               const match = await app.api.createMatch({ ruleset: select.value, ranked: false, opponent: bot.id });
@@ -190,7 +211,7 @@ export function render(app, main, query) {
   refreshLive();
   refreshMine();
   showBots();
-  timers.push(setInterval(() => { refreshOpen(); refreshLive(); }, REFRESH_MS));
+  timers.push(setInterval(() => { refreshOpen(); refreshLive(); refreshMine(); }, REFRESH_MS));
   const unsubscribe = app.onNotice(() => { refreshOpen(); refreshMine(); });
   return () => {
     alive = false;

@@ -6,12 +6,16 @@
 import { clockText, h, mount } from '../dom.js';
 import { t, rulesetTitle, shipName } from '../i18n.js';
 import { Board } from '../board.js';
-import { randomFleet, shipCells } from '../cells.js';
+import { fits, parseCell, randomFleet, shipCells, shipShape } from '../cells.js';
 import { follow } from '../sse.js';
-import { nameOf, playerLink, rememberNames } from '../names.js';
+import { forgetProfile, nameOf, playerLink, ratingOf, rememberNames } from '../names.js';
 import { verifyFleet } from '../commit.js';
+import { play } from '../alerts.js';
 
 const TICK_MS = 250;
+// A running clock turns urgent in its last 20 %, and never earlier than its last 10 s.
+const URGENT_SHARE = 0.2;
+const URGENT_MAX_MS = 10_000;
 
 export function render(app, main, id) {
   let view = null;
@@ -27,17 +31,28 @@ export function render(app, main, id) {
   let rematch = null;
   let confirmResign = false;
   let busy = false;
+  let ratingChange = null;
+  let cancelReason = null;
+  // A layout proposed in the browser for the ships not yet placed (index → {cell, orientation}),
+  // drawn but not sent until "Ready"; null while placing by hand.
+  let draft = null;
+  let draftOffered = false;
+  let drag = null;
 
   // Persistent parts, so focus stays on the board across updates.
   const title = h('div', { class: 'match-title' });
   const status = h('p', { class: 'status', role: 'status', 'aria-live': 'polite', 'data-testid': 'status' });
-  const clock = h('span', { class: 'clock', role: 'timer', 'aria-live': 'off', 'data-testid': 'clock' });
+  // One chip per player (name, rating, clock), the viewer's first; sticky, so a phone
+  // scrolled to the opponent's sea still sees whose shot it is and how long is left.
+  const playersBar = h('div', { class: 'players-bar', 'data-testid': 'players' });
+  const chips = new Map();
+  const firstShot = h('p', { class: 'first-shot', 'data-testid': 'first-shot', hidden: true });
   const live = h('span', { class: 'live-dot', 'data-testid': 'live' });
   const said = h('p', { class: 'announce', 'aria-live': 'assertive', 'data-testid': 'announce' });
   const ownBoard = new Board({ label: t('board.own'), owner: 'me', testId: 'own-board', onActivate: ownCell, onHover: (cell) => { hover = cell; drawBoards(); } });
   const targetBoard = new Board({ label: t('board.target'), owner: 'them', testId: 'target-board', onActivate: fire });
-  const ownCaption = h('h2', { class: 'sea-caption' });
-  const targetCaption = h('h2', { class: 'sea-caption' });
+  const ownCaption = h('h2', { class: 'sea-caption', 'data-under-fire': t('board.under_fire') });
+  const targetCaption = h('h2', { class: 'sea-caption', 'data-under-fire': t('board.under_fire') });
   const ownSide = h('div', { class: 'sea-side' });
   const targetSide = h('div', { class: 'sea-side' });
   const ownSea = h('section', { class: 'sea' }, ownCaption, ownBoard.el, ownSide);
@@ -47,7 +62,8 @@ export function render(app, main, id) {
 
   mount(main,
     h('div', { class: 'match', 'data-testid': 'match' },
-      h('header', { class: 'match-head' }, title, h('div', { class: 'status-line' }, status, clock, live)),
+      h('header', { class: 'match-head' }, title, live),
+      h('div', { class: 'turn-bar' }, playersBar, status, firstShot),
       said,
       ending,
       h('div', { class: 'seas' }, ownSea, targetSea, controls)));
@@ -63,7 +79,13 @@ export function render(app, main, id) {
       stream = follow(`/v1/matches/${id}/stream`, {
         token: () => app.api.token,
         lastEventId: first.seq,
-        onEvent: ({ data }) => { describeEvent(data); refresh(); },
+        onEvent: ({ event, data }) => {
+          // A stream that opens with the caller's whole view (`state`) saves a read; any
+          // other kind, known or not, only says that something happened.
+          if (event === 'state' && data && data.id === id && typeof data.seq === 'number') { accept(data); return; }
+          describeEvent(data);
+          refresh();
+        },
         onState: (state) => {
           live.className = `live-dot ${state}`;
           live.textContent = t(`stream.${state}`);
@@ -95,7 +117,15 @@ export function render(app, main, id) {
     const wasOver = view && isOver(view);
     view = next;
     clockEnd = typeof next.deadline_ms_left === 'number' && next.deadline ? performance.now() + next.deadline_ms_left : null;
-    if (isOver(view) && !wasOver) { verifyRecord(); loadRematch(); }
+    if (isOver(view) && !wasOver) {
+      verifyRecord();
+      loadRematch();
+      loadRatingChange();
+      loadCancelReason();
+      if (app.turns) app.turns.sawEnd(id);
+      // A cue for an end seen as it happens, not for an old match opened again.
+      if (wasOver === false && participant() && view.result && view.result.winner) play(view.result.winner === me() ? 'won' : 'lost');
+    }
     draw();
   }
 
@@ -106,7 +136,6 @@ export function render(app, main, id) {
   const opponentOf = (player) => view.players.find((p) => p !== player) || null;
   const seatOf = (player) => view.players.indexOf(player);
   const extraShotRule = () => Boolean(preset.extra_shot_on_hit || (view.rules.options && view.rules.options.extra_shot_on_hit));
-  const fleetLengths = () => preset.fleet.map((ship) => ship.length);
 
   /** Whether `player` is on an extra shot: the rule gives one and their last shot found a ship. */
   function onExtraShot(player) {
@@ -116,7 +145,7 @@ export function render(app, main, id) {
     return Boolean(last && last.outcome !== 'miss');
   }
 
-  /** The opened fleet of `player` as cells → ship name, once the match is over. */
+  /** The opened fleet of `player` as cells → how the cell is drawn, once the match is over. */
   function openedFleet(player) {
     const cells = new Map();
     if (!view.record) return cells;
@@ -124,15 +153,23 @@ export function render(app, main, id) {
     if (!opened) return cells;
     opened.ships.forEach((ship, index) => {
       if (!ship) return;
-      for (const cell of shipCells(ship.cell, ship.orientation, preset.fleet[index].length) || []) cells.set(cell, index);
+      for (const [cell, shape] of shipShape(shipCells(ship.cell, ship.orientation, preset.fleet[index].length))) cells.set(cell, shape);
     });
     return cells;
+  }
+
+  /** Every cell of `ships` (each with `cells`) → its hull shape. */
+  function shapesOf(ships) {
+    const shapes = new Map();
+    for (const ship of ships) for (const [cell, shape] of shipShape(ship.cells)) shapes.set(cell, shape);
+    return shapes;
   }
 
   // --- drawing ---
   function draw() {
     if (!view || !preset) return;
     drawTitle();
+    drawPlayers();
     drawStatus();
     drawBoards();
     drawControls();
@@ -173,7 +210,7 @@ export function render(app, main, id) {
           text = onExtraShot(me()) ? t('status.your_extra_shot') : t('status.your_turn');
           mood = onExtraShot(me()) ? 'mine extra' : 'mine';
         } else if (participant()) {
-          text = onExtraShot(view.turn) ? t('status.their_extra_shot') : t('status.their_turn');
+          text = whose(view.turn, onExtraShot(view.turn) ? 'status.their_extra_shot' : 'status.their_turn');
           mood = 'theirs';
         } else {
           text = whose(view.turn, onExtraShot(view.turn) ? 'status.spectator_extra' : 'status.spectator_turn');
@@ -186,12 +223,63 @@ export function render(app, main, id) {
     // At the end the banner says it; the status stays for screen readers.
     status.className = `status ${mood}${isOver(view) ? ' visually-hidden' : ''}`;
     // The tab's title tells a player in another tab that it is their turn.
-    document.title = mood.startsWith('mine') ? `▶ ${t('title.your_turn')} · Statki` : 'Statki';
+    app.pageTurn = mood.startsWith('mine');
+    app.updateTitle();
     mount(status, text);
+    // Until the first shot, say who was drawn to fire first.
+    const noShotYet = view.phase === 'battle' && view.sides.every((side) => side.shots.length === 0);
+    firstShot.hidden = !noShotYet;
+    if (noShotYet) mount(firstShot, participant() && view.turn === me() ? t('battle.first_you') : whose(view.turn, 'battle.first_them'));
+  }
+
+  /** The chips' order: the viewer first; a spectator sees the title's order. */
+  function seatOrder() {
+    if (participant()) return [me(), opponentOf(me())].filter(Boolean);
+    return view.players.filter(Boolean);
+  }
+
+  function drawPlayers() {
+    const order = seatOrder();
+    const key = `${order.join(',')}|${currentKey()}`;
+    if (playersBar.dataset.key === key) return;
+    playersBar.dataset.key = key;
+    chips.clear();
+    mount(playersBar, order.map((player) => {
+      const clockEl = h('span', { class: 'clock', role: 'timer', 'aria-live': 'off' });
+      const rating = h('span', { class: 'rating', 'data-testid': 'rating' });
+      ratingOf(player, view.ruleset).then((value) => { if (value !== null && alive) rating.textContent = String(Math.round(value)); });
+      const mine = participant() && player === me();
+      const el = h('div', { class: `player-chip${mine ? ' me' : ''}`, 'data-player': player },
+        h('span', { class: 'chip-name' }, playerLink(player, { link: false }), mine ? h('span', { class: 'muted' }, ` (${t('match.you')})`) : null),
+        rating, clockEl);
+      chips.set(player, { el, clock: clockEl });
+      return el;
+    }));
+  }
+
+  /** Redraws the chips when the language changes (their words are translated). */
+  function currentKey() {
+    return t('match.you');
+  }
+
+  /**
+   * The clock of `player` now: a placement clock runs for whoever has not locked a fleet;
+   * a shot clock runs only for the player on turn (the other's shows its full allowance).
+   */
+  function clockFor(player) {
+    const clock = view.rules && view.rules.clock;
+    if (!clock || clockEnd === null) return null;
+    if (view.phase === 'placement') {
+      const side = view.sides && view.sides[seatOf(player)];
+      const locked = participant() && player === me() ? view.fleet_locked : Boolean(side && side.fleet_locked);
+      return { running: !locked, done: locked, total: clock.placement_seconds * 1000 };
+    }
+    if (view.phase === 'battle') return { running: view.turn === player, done: false, total: clock.shot_seconds * 1000 };
+    return null;
   }
 
   function resultText() {
-    if (view.phase === 'cancelled') return t('result.cancelled');
+    if (view.phase === 'cancelled') return cancelReason ? t(`cancel.${cancelReason}`) : t('result.cancelled');
     const result = view.result || {};
     const reason = t(`reason.${result.reason}`);
     if (!result.winner) return `${t('result.draw')} — ${reason}`;
@@ -202,20 +290,39 @@ export function render(app, main, id) {
   }
 
   function tick() {
-    if (!alive) return;
-    if (clockEnd === null || isOver(view) || view.phase === 'waiting') {
-      clock.textContent = '';
-      clock.hidden = true;
-      return;
+    if (!alive || !view) return;
+    for (const [player, chip] of chips) {
+      const state = clockFor(player);
+      chip.el.classList.toggle('on-turn', Boolean(state && state.running && view.phase === 'battle'));
+      if (!state) { chip.clock.hidden = true; continue; }
+      chip.clock.hidden = false;
+      const kind = view.phase === 'placement' ? t('clock.placement') : t('clock.shot');
+      if (state.done) {
+        chip.clock.className = 'clock done';
+        chip.clock.textContent = t('clock.ready');
+        chip.clock.setAttribute('aria-label', `${kind}: ${t('clock.ready')}`);
+        continue;
+      }
+      const left = state.running ? Math.max(0, clockEnd - performance.now()) : state.total;
+      // Urgent only for the player whose clock runs, and only near its end.
+      const urgent = state.running && left <= Math.min(URGENT_SHARE * state.total, URGENT_MAX_MS);
+      const className = `clock ${state.running ? 'running' : 'paused'}${urgent ? ' urgent' : ''}`;
+      if (chip.clock.className !== className) chip.clock.className = className;
+      const text = clockText(left);
+      if (chip.clock.textContent !== text) {
+        chip.clock.textContent = text;
+        chip.clock.setAttribute('aria-label', `${kind}: ${text}${state.running ? '' : ` (${t('clock.paused')})`}`);
+      }
     }
-    clock.hidden = false;
-    const left = clockEnd - performance.now();
-    clock.textContent = `${view.phase === 'placement' ? t('clock.placement') : t('clock.shot')} ${clockText(left)}`;
-    clock.classList.toggle('urgent', left < 10_000);
   }
 
   function drawBoards() {
     if (!view) return;
+    // The sea being fired at now is highlighted: the one of the player not on turn.
+    const battle = view.phase === 'battle';
+    const leftOwner = participant() ? me() : view.players[0];
+    ownSea.classList.toggle('under-fire', battle && view.turn !== leftOwner);
+    targetSea.classList.toggle('under-fire', battle && view.turn === leftOwner);
     const placing = participant() && view.phase === 'placement';
     const started = view.phase === 'battle' || isOver(view);
     ownSea.hidden = view.phase === 'waiting' || (!participant() && !started);
@@ -235,19 +342,43 @@ export function render(app, main, id) {
   }
 
   function drawPlacementBoard() {
+    if (!view.fleet_locked && !draftOffered && view.fleet.every((ship) => !ship.placement)) {
+      // A random layout is shown first: Ready takes it, Re-roll draws another.
+      draftOffered = true;
+      rollDraft();
+    }
+    if (view.fleet_locked) draft = null;
+    ownBoard.el.classList.toggle('placing', !view.fleet_locked);
     const owner = new Map();
     view.fleet.forEach((ship) => ship.cells.forEach((cell) => owner.set(cell, ship)));
+    const drafted = draftShips();
+    if (drafted.length) {
+      const shapes = shapesOf([...view.fleet, ...drafted]);
+      const dragCells = drag && drag.target ? new Set(drag.target) : new Set();
+      drafted.forEach((ship) => ship.cells.forEach((cell) => owner.set(cell, ship)));
+      ownBoard.interactive = true;
+      ownBoard.update((cell) => {
+        const ship = owner.get(cell);
+        if (dragCells.has(cell)) return { kind: 'preview', extra: shipShape(drag.target).get(cell), label: t('cell.preview', { ship: shipName(drag.ship.name) }) };
+        if (ship) return { kind: 'ship', extra: `${shapes.get(cell)}${ship.draft ? ' draft' : ''}${drag && drag.ship.index === ship.index ? ' dragging' : ''}`, offered: true, label: t('cell.drag', { ship: shipName(ship.name) }) };
+        return { kind: 'water', label: t('cell.water') };
+      });
+      return;
+    }
     const next = view.next_ship;
     const hints = new Set(next && view.placement_hints ? view.placement_hints[orientation] : []);
-    const preview = new Set(next && hover && hints.has(hover) ? shipCells(hover, orientation, next.length) : []);
+    const previewCells = next && hover && hints.has(hover) ? shipCells(hover, orientation, next.length) : [];
+    const preview = shipShape(previewCells);
+    const shapes = shapesOf(view.fleet);
     const locked = view.fleet_locked;
     ownBoard.interactive = !locked;
     ownBoard.update((cell) => {
       const ship = owner.get(cell);
       if (ship) {
-        return { kind: 'ship', extra: preview.has(cell) ? 'clash' : '', offered: !locked, label: locked ? shipName(ship.name) : t('cell.pick_up', { ship: shipName(ship.name) }) };
+        return { kind: 'ship', extra: `${shapes.get(cell)}${preview.has(cell) ? ' clash' : ''}`, offered: !locked, label: locked ? shipName(ship.name) : t('cell.pick_up', { ship: shipName(ship.name) }) };
       }
-      if (preview.has(cell)) return { kind: 'preview', offered: hints.has(cell), label: t('cell.preview', { ship: shipName(next.name) }) };
+      if (drag && drag.target && drag.target.includes(cell)) return { kind: 'preview', extra: shipShape(drag.target).get(cell), label: t('cell.preview', { ship: shipName(drag.ship.name) }) };
+      if (preview.has(cell)) return { kind: 'preview', extra: preview.get(cell), offered: hints.has(cell), label: t('cell.preview', { ship: shipName(next.name) }) };
       if (hints.has(cell)) return { kind: 'hint', offered: !locked, label: t('cell.bow', { ship: shipName(next.name), orientation: t(`orientation.${orientation}`) }) };
       return { kind: 'water', label: t('cell.water') };
     });
@@ -258,17 +389,18 @@ export function render(app, main, id) {
     view.fleet.forEach((ship) => ship.cells.forEach((cell) => owner.set(cell, ship)));
     const incoming = new Map(view.incoming.map((shot) => [shot.cell, shot.outcome]));
     const lastIncoming = view.incoming.length ? view.incoming[view.incoming.length - 1].cell : null;
+    const shapes = shapesOf(view.fleet);
     ownBoard.interactive = false;
     ownBoard.update(withLast(lastIncoming, (cell) => {
       const ship = owner.get(cell);
       const shot = incoming.get(cell);
-      if (ship && ship.sunk) return { kind: 'ship sunk-own', label: t('cell.own_sunk', { ship: shipName(ship.name) }) };
-      if (ship && shot) return { kind: 'ship hit', label: t('cell.own_hit', { ship: shipName(ship.name) }) };
-      if (ship) return { kind: 'ship', label: shipName(ship.name) };
+      if (ship && ship.sunk) return { kind: 'ship sunk-own', extra: shapes.get(cell), label: t('cell.own_sunk', { ship: shipName(ship.name) }) };
+      if (ship && shot) return { kind: 'ship hit', extra: shapes.get(cell), label: t('cell.own_hit', { ship: shipName(ship.name) }) };
+      if (ship) return { kind: 'ship', extra: shapes.get(cell), label: shipName(ship.name) };
       if (shot) return { kind: 'miss', label: t('cell.miss') };
       return { kind: 'water', label: t('cell.water') };
     }));
-    mount(ownSide, h('ul', { class: 'fleet-status' }, view.fleet.map((ship) => h('li', { class: ship.sunk ? 'sunk' : '' },
+    mount(ownSide, shotLog(view.incoming, t('log.theirs_at_you'), 'shot-log-incoming'), h('ul', { class: 'fleet-status' }, view.fleet.map((ship) => h('li', { class: ship.sunk ? 'sunk' : '' },
       h('span', { class: 'ship-bar', 'aria-hidden': 'true' }, Array.from({ length: ship.length }, (_, i) => h('i', { class: i < ship.hits.length ? 'hit' : '' }))),
       ' ', shipName(ship.name), ship.sunk ? ` — ${t('fleet.sunk')}` : ''))));
   }
@@ -291,14 +423,15 @@ export function render(app, main, id) {
     const sunkCells = new Map();
     side.sunk.forEach((ship) => ship.cells.forEach((cell) => sunkCells.set(cell, ship)));
     const marked = new Set(side.marked);
+    const shapes = shapesOf(side.sunk);
     return (cell) => {
       const sunk = sunkCells.get(cell);
-      if (sunk) return { kind: 'sunk', label: sunk.name ? t('cell.sunk_named', { ship: shipName(sunk.name) }) : t('cell.sunk') };
+      if (sunk) return { kind: 'sunk', extra: shapes.get(cell), label: sunk.name ? t('cell.sunk_named', { ship: shipName(sunk.name) }) : t('cell.sunk') };
       const outcome = shots.get(cell);
       if (outcome === 'hit') return { kind: 'hit', label: t('cell.hit') };
       if (outcome === 'miss') return { kind: 'miss', label: t('cell.miss') };
       if (marked.has(cell)) return { kind: 'marked', label: t('cell.marked') };
-      if (opened.has(cell)) return { kind: 'revealed', label: t('cell.revealed') };
+      if (opened.has(cell)) return { kind: 'revealed', extra: opened.get(cell), label: t('cell.revealed') };
       return { kind: 'unknown', offered, label: offered ? t('cell.fire') : t('cell.unknown') };
     };
   }
@@ -309,7 +442,16 @@ export function render(app, main, id) {
     const canFire = view.phase === 'battle' && view.turn === me() && !busy;
     targetBoard.interactive = canFire;
     targetBoard.update(describeTarget(mine, openedFleet(opponent), { offered: canFire }));
-    mount(targetSide, sunkList(mine));
+    mount(targetSide, sunkList(mine), shotLog(mine.shots, t('log.yours'), 'shot-log-mine'));
+  }
+
+  /** Every shot of one side, newest first, numbered: a log that nothing overwrites. */
+  function shotLog(shots, title, testId) {
+    if (!shots.length) return null;
+    const entries = shots.map((shot, index) => h('li', { class: shot.outcome },
+      h('span', { class: 'n' }, `${index + 1}.`), h('span', {}, shot.cell), h('span', {}, t(`log.${shot.outcome}`)))).reverse();
+    return [h('h3', { class: 'shot-log-title', id: `${testId}-title` }, title),
+      h('ol', { class: 'shot-log', 'data-testid': testId, tabindex: '0', 'aria-labelledby': `${testId}-title`, reversed: true }, entries)];
   }
 
   function sunkList(side) {
@@ -322,14 +464,15 @@ export function render(app, main, id) {
   function drawSpectatorSeas() {
     const [first, second] = view.players;
     // The sea of the second player shows the first player's shots, and the other way round.
-    ownCaption.replaceChildren(t('board.sea_of'), ' ', playerLink(second, { link: false }));
-    targetCaption.replaceChildren(t('board.sea_of'), ' ', playerLink(first, { link: false }));
+    // The seas in the title's order, each named: the first player's sea shows the second's shots.
+    ownCaption.replaceChildren(t('board.sea_of'), ' ', playerLink(first, { link: false }));
+    targetCaption.replaceChildren(t('board.sea_of'), ' ', playerLink(second, { link: false }));
     ownBoard.interactive = false;
     targetBoard.interactive = false;
-    ownBoard.update(describeTarget(view.sides[0], openedFleet(second), { offered: false }));
-    targetBoard.update(describeTarget(view.sides[1], openedFleet(first), { offered: false }));
-    mount(ownSide, sunkList(view.sides[0]));
-    mount(targetSide, sunkList(view.sides[1]));
+    ownBoard.update(describeTarget(view.sides[1], openedFleet(first), { offered: false }));
+    targetBoard.update(describeTarget(view.sides[0], openedFleet(second), { offered: false }));
+    mount(ownSide, sunkList(view.sides[1]), shotLog(view.sides[1].shots, [t('log.shots_by'), ' ', playerLink(second, { link: false })], 'shot-log-1'));
+    mount(targetSide, sunkList(view.sides[0]), shotLog(view.sides[0].shots, [t('log.shots_by'), ' ', playerLink(first, { link: false })], 'shot-log-0'));
   }
 
   function drawControls() {
@@ -339,7 +482,9 @@ export function render(app, main, id) {
         parts.push(h('p', {}, t('waiting.share')), h('input', { class: 'share', readonly: true, value: location.href, 'aria-label': t('waiting.link'), onfocus: (event) => event.target.select() }),
           h('button', { type: 'button', class: 'secondary', 'data-testid': 'withdraw', onclick: () => command(() => app.api.resign(id)) }, t('waiting.withdraw')));
       } else if (!view.invited || view.invited === app.me.id) {
-        parts.push(h('button', { type: 'button', onclick: () => command(() => app.api.join(id)) }, t('lobby.join')));
+        parts.push(h('div', { class: 'buttons' },
+          h('button', { type: 'button', onclick: () => command(() => app.api.join(id)) }, t('lobby.join')),
+          view.invited === app.me.id ? h('button', { type: 'button', class: 'secondary', 'data-testid': 'decline', onclick: () => command(() => app.api.decline(id)) }, t('lobby.decline')) : null));
       }
     } else if (participant() && view.phase === 'placement') {
       parts.push(placementControls());
@@ -359,7 +504,7 @@ export function render(app, main, id) {
 
   function legend() {
     const extra = preset.sink_reveals && preset.sink_reveals.mark_ring ? [['marked', t('cell.marked')]] : [];
-    const entries = [['ship', t('legend.ship')], ['miss', t('cell.miss')], ['hit', t('cell.hit')], ['sunk', t('legend.sunk')], ...extra];
+    const entries = [['ship', participant() ? t('legend.ship') : t('legend.ship_any')], ['miss', t('cell.miss')], ['hit', t('cell.hit')], ['sunk', t('legend.sunk')], ...extra];
     return h('div', { class: 'legend' }, h('h2', {}, t('legend.title')),
       h('ul', {}, entries.map(([kind, label]) => h('li', {}, h('span', { class: `cell swatch ${kind}`, 'aria-hidden': 'true' }), label))),
       extraShotRule() ? h('p', { class: 'muted' }, t('rules.extra_yes')) : h('p', { class: 'muted' }, t('rules.extra_no')),
@@ -375,8 +520,11 @@ export function render(app, main, id) {
       !locked ? h('div', { class: 'buttons' },
         h('button', { type: 'button', class: 'secondary', 'data-focus-key': 'rotate', 'data-testid': 'rotate', 'aria-keyshortcuts': 'R', onclick: rotate },
           t('placement.rotate', { orientation: t(`orientation.${orientation}`) })),
-        h('button', { type: 'button', class: 'secondary', 'data-focus-key': 'random', 'data-testid': 'random', onclick: placeRandom }, t('placement.random'))) : null,
-      !locked ? h('p', { class: 'muted hint-text' }, t('placement.help')) : null,
+        draft ? h('button', { type: 'button', 'data-focus-key': 'ready', 'data-testid': 'ready', onclick: placeDraft }, t('placement.ready_button')) : null,
+        h('button', { type: 'button', class: 'secondary', 'data-focus-key': 'reroll', 'data-testid': 'reroll', onclick: () => { rollDraft(); draw(); } },
+          draft ? t('placement.reroll') : view.fleet.some((ship) => ship.placement) ? t('placement.random_rest') : t('placement.random')),
+        draft ? h('button', { type: 'button', class: 'secondary', 'data-focus-key': 'by-hand', 'data-testid': 'by-hand', onclick: () => { draft = null; draw(); } }, t('placement.by_hand')) : null) : null,
+      !locked ? h('p', { class: 'muted hint-text' }, draft ? t('placement.draft_help') : t('placement.help')) : null,
       h('ol', { class: 'ship-list' }, view.fleet.map((ship) => h('li', { class: ship.placement ? 'placed' : next && next.index === ship.index ? 'next' : '' },
         h('span', { class: 'ship-bar', 'aria-hidden': 'true' }, Array.from({ length: ship.length }, () => h('i'))),
         h('span', { class: 'grow' }, shipName(ship.name), ' ', h('span', { class: 'muted' }, ship.placement ? `${ship.placement.cell} ${t(`orientation.${ship.placement.orientation}`)}` : t('placement.not_placed'))),
@@ -390,7 +538,7 @@ export function render(app, main, id) {
     ending.hidden = false;
     const result = view.result || {};
     const banner = h('div', { class: `result-banner ${participant() && result.winner === me() ? 'won' : result.winner ? 'lost' : 'draw'}`, 'data-testid': 'result' }, resultText());
-    const parts = [banner];
+    const parts = [banner, ratingLine()];
     if (view.phase === 'finished') {
       parts.push(h('div', { class: 'end-actions' },
         participant() ? rematchControls() : null,
@@ -431,6 +579,48 @@ export function render(app, main, id) {
     if (!alive) return;
     verified = results;
     drawEnding();
+  }
+
+  /** Why a cancelled match was cancelled (declined, withdrawn, not joined): from its last event. */
+  async function loadCancelReason() {
+    if (view.phase !== 'cancelled') return;
+    try {
+      const events = await app.api.events(id, Math.max(0, view.seq - 2));
+      const cancelled = (Array.isArray(events) ? events : events.events || []).find((event) => event.kind === 'match_cancelled');
+      if (!cancelled || !alive) return;
+      cancelReason = cancelled.reason;
+      drawStatus();
+      drawEnding();
+    } catch {
+      // "Cancelled" alone is still true.
+    }
+  }
+
+  // --- the rating after a ranked match ---
+  async function loadRatingChange() {
+    if (!view.ranked || !participant() || view.phase !== 'finished') return;
+    try {
+      const events = await app.api.events(id, Math.max(0, view.seq - 8));
+      const update = (Array.isArray(events) ? events : events.events || []).find((event) => event.kind === 'rating_updated');
+      const change = update && (update.changes || []).find((entry) => entry.player === me());
+      if (!change || !alive) return;
+      ratingChange = { before: change.before.rating, after: change.after.rating };
+      view.players.forEach(forgetProfile);
+      playersBar.dataset.key = '';
+      drawPlayers();
+      drawEnding();
+    } catch {
+      // The result stands without it.
+    }
+  }
+
+  function ratingLine() {
+    if (!ratingChange) return null;
+    const before = Math.round(ratingChange.before);
+    const after = Math.round(ratingChange.after);
+    const change = after - before;
+    return h('p', { class: 'rating-change', 'data-testid': 'rating-change' },
+      t('end.rating', { ruleset: rulesetTitle(view.ruleset), before, after, change: change >= 0 ? `+${change}` : `−${-change}` }));
   }
 
   // --- rematch ---
@@ -481,7 +671,8 @@ export function render(app, main, id) {
   }
 
   function ownCell(cell) {
-    if (!view || view.phase !== 'placement' || !participant() || view.fleet_locked) return;
+    if (!view || view.phase !== 'placement' || !participant() || view.fleet_locked || suppressClick) return;
+    if (draft) return;
     const ship = view.fleet.find((candidate) => candidate.cells.includes(cell));
     if (ship) { pickUp(ship); return; }
     const next = view.next_ship;
@@ -499,10 +690,103 @@ export function render(app, main, id) {
     draw();
   }
 
-  function placeRandom() {
-    const fleet = randomFleet(fleetLengths(), preset.ships_may_touch);
-    if (fleet) command(() => app.api.placeFleet(id, fleet));
+  /** The unplaced ships as the draft has them: fleet entries with `cells`, marked `draft`. */
+  function draftShips() {
+    if (!draft || view.fleet_locked) return [];
+    return view.fleet.filter((ship) => !ship.placement && draft.has(ship.index)).map((ship) => {
+      const spot = draft.get(ship.index);
+      return { ...ship, draft: true, spot, cells: shipCells(spot.cell, spot.orientation, ship.length) };
+    });
   }
+
+  /** Draws a random layout for the ships not placed by hand, around those that are. */
+  function rollDraft() {
+    const unplaced = view.fleet.filter((ship) => !ship.placement);
+    const fixed = view.fleet.filter((ship) => ship.placement).map((ship) => ship.cells);
+    const spots = randomFleet(unplaced.map((ship) => ship.length), preset.ships_may_touch, Math.random, fixed);
+    draft = spots ? new Map(unplaced.map((ship, i) => [ship.index, spots[i]])) : null;
+  }
+
+  /** Ready: the hand-placed ships where they stand, the draft for the rest; the fleet locks. */
+  function placeDraft() {
+    const ships = view.fleet.map((ship) => ship.placement || (draft && draft.get(ship.index)));
+    if (ships.some((spot) => !spot)) return;
+    draft = null;
+    command(() => app.api.placeFleet(id, ships.map((spot) => ({ cell: spot.cell, orientation: spot.orientation }))));
+  }
+
+  // --- dragging a ship (mouse, pen or touch, through pointer events) ---
+  function shipAt(cell) {
+    return view.fleet.find((ship) => ship.placement && ship.cells.includes(cell))
+      || draftShips().find((ship) => ship.cells.includes(cell)) || null;
+  }
+
+  function cellUnder(event) {
+    const el = document.elementFromPoint(event.clientX, event.clientY);
+    const button = el && el.closest && el.closest('[data-testid=own-board] .cell');
+    return button ? button.dataset.cell : null;
+  }
+
+  function dragStart(event) {
+    if (!view || view.phase !== 'placement' || !participant() || view.fleet_locked) return;
+    const cell = event.target.closest && event.target.closest('.cell') ? event.target.closest('.cell').dataset.cell : null;
+    const ship = cell && shipAt(cell);
+    if (!ship) return;
+    const spot = ship.draft ? ship.spot : ship.placement;
+    const grab = ship.cells.indexOf(cell);
+    drag = { ship, spot, grab, from: cell, target: null, moved: false, pointer: event.pointerId };
+  }
+
+  /** The bow that puts the grabbed cell under `cell`, and the cells the ship would cover. */
+  function dragTarget(cell) {
+    const { col, row } = parseCell(cell);
+    const horizontal = drag.spot.orientation === 'horizontal';
+    const bowCol = horizontal ? col - drag.grab : col;
+    const bowRow = horizontal ? row : row - drag.grab;
+    if (bowCol < 0 || bowRow < 0) return null;
+    const bow = `${'ABCDEFGHIJ'[bowCol]}${bowRow + 1}`;
+    const cells = shipCells(bow, drag.spot.orientation, drag.ship.length);
+    const others = [...view.fleet.filter((ship) => ship.placement), ...draftShips()]
+      .filter((ship) => ship.index !== drag.ship.index).map((ship) => ship.cells);
+    return cells && fits(cells, others, preset.ships_may_touch) ? { bow, cells } : null;
+  }
+
+  function dragMove(event) {
+    if (!drag || event.pointerId !== drag.pointer) return;
+    const cell = cellUnder(event);
+    if (!cell || cell === drag.from && !drag.moved) return;
+    if (!drag.moved) {
+      // Captured only once it moves, so a press without a move stays a click on its cell.
+      try {
+        ownBoard.el.setPointerCapture(event.pointerId);
+      } catch {
+        // Without capture the drag still follows the pointer while it stays on the board.
+      }
+    }
+    drag.moved = true;
+    const spot = dragTarget(cell);
+    drag.target = spot ? spot.cells : null;
+    drag.bow = spot ? spot.bow : null;
+    drawPlacementBoard();
+  }
+
+  function dragEnd(event) {
+    if (!drag || event.pointerId !== drag.pointer) return;
+    const done = drag;
+    drag = null;
+    if (!done.moved) { drawPlacementBoard(); return; }
+    // A drag is not a click: the click that follows the release must not pick the ship up.
+    suppressClick = true;
+    setTimeout(() => { suppressClick = false; }, 0);
+    if (!done.bow) { drawPlacementBoard(); return; }
+    if (done.ship.draft) {
+      draft.set(done.ship.index, { cell: done.bow, orientation: done.spot.orientation });
+      draw();
+    } else {
+      command(() => app.api.placeShip(id, done.ship.index, done.bow, done.spot.orientation));
+    }
+  }
+  let suppressClick = false;
 
   async function fire(cell) {
     if (!view || view.phase !== 'battle' || view.turn !== me() || busy) return;
@@ -511,6 +795,7 @@ export function render(app, main, id) {
     try {
       const answer = await app.api.shoot(id, cell);
       announce(shotText(t('shot.you'), answer.cell, answer.outcome, answer.sunk_ship));
+      play(answer.outcome);
       clockEnd = typeof answer.deadline_ms_left === 'number' ? performance.now() + answer.deadline_ms_left : clockEnd;
     } catch (error) {
       app.error(error);
@@ -537,7 +822,9 @@ export function render(app, main, id) {
   function describeEvent(event) {
     if (!view || event.kind !== 'shot_fired' || event.player === view.you) return;
     nameOf(event.player).then((name) => {
-      if (alive) announce(shotText(participant() ? t('shot.opponent') : name, event.cell, event.outcome, event.sunk_ship));
+      if (!alive) return;
+      announce(shotText(name, event.cell, event.outcome, event.sunk_ship));
+      if (participant()) play(event.outcome);
     });
   }
 
@@ -552,12 +839,17 @@ export function render(app, main, id) {
   }
 
   document.addEventListener('keydown', keydown);
+  ownBoard.el.addEventListener('pointerdown', dragStart);
+  ownBoard.el.addEventListener('pointermove', dragMove);
+  ownBoard.el.addEventListener('pointerup', dragEnd);
+  ownBoard.el.addEventListener('pointercancel', () => { drag = null; if (view) drawPlacementBoard(); });
   const ticker = setInterval(tick, TICK_MS);
   const unsubscribe = app.onNotice((notice) => { if (notice.match_id === id) loadRematch(); });
   load();
   return () => {
     alive = false;
-    document.title = 'Statki';
+    app.pageTurn = false;
+    app.updateTitle();
     if (stream) stream.close();
     clearInterval(ticker);
     document.removeEventListener('keydown', keydown);

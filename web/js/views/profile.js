@@ -14,7 +14,8 @@ export function render(app, main, id) {
     h('section', { class: 'panel', 'data-testid': 'profile' }, head, ladders),
     h('section', { class: 'panel' }, h('h2', {}, t('profile.history')),
       h('div', { class: 'table-wrap' }, h('table', { class: 'history' },
-        h('thead', {}, h('tr', {}, [t('profile.when'), t('profile.ruleset'), t('profile.opponent'), t('profile.outcome'), ''].map((label) => h('th', { scope: 'col' }, label)))),
+        h('thead', {}, h('tr', {}, [t('profile.when'), t('profile.ruleset'), t('profile.opponent'), t('profile.outcome')].map((label) => h('th', { scope: 'col' }, label)),
+          h('th', { scope: 'col' }, h('span', { class: 'visually-hidden' }, t('ladder.actions'))))),
         history)), more));
 
   async function load() {
@@ -26,14 +27,14 @@ export function render(app, main, id) {
         h('h1', {}, player.name),
         h('p', {}, t('profile.record', { wins: player.wins, losses: player.losses, draws: player.draws })),
         id !== app.me.id ? h('a', { class: 'button', href: `#/?opponent=${id}` }, t('ladder.challenge')) : null);
-      mount(ladders, h('table', { class: 'ladder' },
+      mount(ladders, h('div', { class: 'table-wrap' }, h('table', { class: 'ladder' },
         h('thead', {}, h('tr', {}, [t('profile.ruleset'), t('ladder.rank'), t('ladder.rating'), t('ladder.games'), t('ladder.wld')].map((label) => h('th', { scope: 'col' }, label)))),
         h('tbody', {}, (player.ladders || []).map((entry) => h('tr', {},
           h('td', {}, h('a', { href: `#/ladder/${entry.ruleset}` }, rulesetTitle(entry.ruleset))),
           h('td', { class: 'num' }, entry.rank ?? '—'),
           h('td', { class: 'num' }, `${Math.round(entry.rating)} ±${Math.round(entry.deviation)}`, entry.provisional ? h('span', { class: 'badge' }, t('ladder.provisional')) : null),
           h('td', { class: 'num' }, entry.games),
-          h('td', { class: 'num' }, `${entry.wins}/${entry.losses}/${entry.draws}`))))));
+          h('td', { class: 'num' }, `${entry.wins}/${entry.losses}/${entry.draws}`)))))));
     } catch (error) {
       mount(head, h('p', { class: 'form-error', role: 'alert' }, error.message));
     }

@@ -4,7 +4,7 @@
 import { h, mount } from '../dom.js';
 import { t, rulesetTitle, shipName } from '../i18n.js';
 import { Board } from '../board.js';
-import { shipCells } from '../cells.js';
+import { shipCells, shipShape } from '../cells.js';
 import { nameOf, playerLink, rememberNames } from '../names.js';
 
 const PAGE = 500;
@@ -90,17 +90,23 @@ export function render(app, main, id) {
     const seas = fold(step);
     seas.forEach((sea, seat) => {
       const ships = new Map();
+      const shapes = new Map();
       sea.ships.forEach((ship, index) => {
-        if (ship) (shipCells(ship.cell, ship.orientation, preset.fleet[index].length) || []).forEach((cell) => ships.set(cell, index));
+        if (!ship) return;
+        for (const [cell, shape] of shipShape(shipCells(ship.cell, ship.orientation, preset.fleet[index].length))) {
+          ships.set(cell, index);
+          shapes.set(cell, shape);
+        }
       });
       boards[seat].update((cell) => {
         const ship = ships.has(cell);
         const shot = sea.shots.get(cell);
-        if (sea.sunk.has(cell)) return { kind: 'sunk', label: t('cell.sunk') };
+        if (sea.sunk.has(cell)) return { kind: 'sunk', extra: shapes.get(cell), label: t('cell.sunk') };
+        if (shot === 'hit' && ship) return { kind: 'ship hit', extra: shapes.get(cell), label: t('cell.hit') };
         if (shot === 'hit') return { kind: 'hit', label: t('cell.hit') };
         if (shot === 'miss') return { kind: 'miss', label: t('cell.miss') };
         if (sea.marked.has(cell)) return { kind: 'marked', label: t('cell.marked') };
-        if (ship) return { kind: 'ship', label: shipName(preset.fleet[ships.get(cell)].name) };
+        if (ship) return { kind: 'ship', extra: shapes.get(cell), label: shipName(preset.fleet[ships.get(cell)].name) };
         return { kind: 'water', label: t('cell.water') };
       });
     });

@@ -1,0 +1,139 @@
+// Checks of one screen as it stands, used by play.mjs: no sideways scroll at 360 px and
+// on the desktop, 0 axe-core violations of any impact in the light and the dark theme
+// (from `prefers-color-scheme`), and the contrast of every board element against its
+// neighbours (WCAG 1.4.11, at least 3:1) computed from the page's own computed styles.
+
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
+const PHONE = { width: 360, height: 740 };
+
+/** Runs axe-core in the page (evaluated through the debugger protocol, so the page's CSP stays strict). */
+async function axeViolations(page) {
+  if (!(await page.evaluate(() => Boolean(window.axe)))) await page.evaluate(AXE_SOURCE);
+  return page.evaluate(async () => {
+    const result = await window.axe.run(document, { resultTypes: ['violations'] });
+    return result.violations.map((violation) => `${violation.id} (${violation.impact}): ${violation.nodes.slice(0, 3).map((node) => node.target.join(' ')).join(' | ')}`);
+  });
+}
+
+async function sidewaysScroll(page) {
+  return page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+}
+
+/** The elements that stick out to the right of the viewport, to say what to fix. */
+async function overflowing(page) {
+  return page.evaluate(() => {
+    const width = document.documentElement.clientWidth;
+    return [...document.querySelectorAll('body *')]
+      .filter((el) => el.getBoundingClientRect().right > width + 0.5)
+      .slice(0, 6)
+      .map((el) => `${el.tagName.toLowerCase()}.${el.className}[${Math.round(el.getBoundingClientRect().right)}]`);
+  });
+}
+
+/**
+ * The contrast pairs of the boards on the page: [what, ratio]. Colours are read from the
+ * computed styles (backgrounds, ::before hulls, ::after marks, inset box-shadow rings).
+ */
+export async function boardContrasts(page) {
+  return page.evaluate(() => {
+    const parse = (text) => {
+      const match = /rgba?\(([\d.]+),\s*([\d.]+),\s*([\d.]+)(?:,\s*([\d.]+))?\)/.exec(text || '');
+      if (!match) return null;
+      const alpha = match[4] === undefined ? 1 : Number(match[4]);
+      return alpha === 0 ? null : [Number(match[1]), Number(match[2]), Number(match[3])];
+    };
+    const luminance = ([r, g, b]) => {
+      const channel = (value) => { const c = value / 255; return c <= 0.04045 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
+      return 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b);
+    };
+    const ratio = (a, b) => { const [x, y] = [luminance(a), luminance(b)].sort((p, q) => q - p); return (x + 0.05) / (y + 0.05); };
+    const shadowColours = (text) => [...(text || '').matchAll(/rgba?\([^)]*\)/g)].map((m) => parse(m[0])).filter(Boolean);
+    const backgroundBehind = (el) => {
+      for (let node = el; node; node = node.parentElement) {
+        const colour = parse(getComputedStyle(node).backgroundColor);
+        if (colour) return colour;
+      }
+      return [255, 255, 255];
+    };
+    const pairs = [];
+    const add = (what, a, b) => { if (a && b) pairs.push([what, Math.round(ratio(a, b) * 100) / 100]); };
+    const first = (selector) => document.querySelector(selector);
+    const water = first('.board .cell.water, .board .cell.unknown');
+    if (water) {
+      const cellColour = parse(getComputedStyle(water).backgroundColor);
+      const grid = shadowColours(getComputedStyle(water).boxShadow)[0];
+      add('grid line vs page', grid, backgroundBehind(water.parentElement));
+      add('grid line vs water', grid, cellColour);
+    }
+    const waterColour = water ? parse(getComputedStyle(water).backgroundColor) : null;
+    for (const [what, selector] of [
+      ['own hull vs water', '.owner-me .cell.ship:not(.hit):not(.sunk-own)'],
+      ['hit hull vs water', '.cell.ship.hit'],
+      ['sunk own hull vs water', '.cell.ship.sunk-own'],
+      ['sunk ship vs water', '.cell.sunk'],
+      ['placement preview vs water', '.cell.preview'],
+    ]) {
+      const el = first(selector);
+      if (el) add(what, parse(getComputedStyle(el, '::before').backgroundColor), waterColour);
+    }
+    for (const [what, selector] of [['miss mark vs water', '.cell.miss'], ['bow hint vs water', '.cell.hint']]) {
+      const el = first(selector);
+      if (el) add(what, parse(getComputedStyle(el, '::after').backgroundColor), parse(getComputedStyle(el).backgroundColor));
+    }
+    const marked = first('.cell.marked');
+    if (marked) add('known-empty mark vs water', parse(getComputedStyle(marked, '::after').color), parse(getComputedStyle(marked).backgroundColor));
+    const hit = first('.cell.hit:not(.ship)');
+    if (hit) {
+      add('hit cell vs water', parse(getComputedStyle(hit).backgroundColor), waterColour);
+      add('hit ✕ vs hit cell', parse(getComputedStyle(hit, '::after').color), parse(getComputedStyle(hit).backgroundColor));
+    }
+    for (const [what, selector] of [['own hit ✕ vs hull', '.cell.ship.hit'], ['sunk ✕ vs hull', '.cell.sunk'], ['own sunk ✕ vs hull', '.cell.ship.sunk-own']]) {
+      const el = first(selector);
+      if (el) add(what, parse(getComputedStyle(el, '::after').color), parse(getComputedStyle(el, '::before').backgroundColor));
+    }
+    for (const last of document.querySelectorAll('.board .cell.last')) {
+      // The ring is two rings (dark and light): the better of them must stand out from the cell.
+      const under = parse(getComputedStyle(last).backgroundColor);
+      const best = Math.max(...shadowColours(getComputedStyle(last).boxShadow).map((colour) => ratio(colour, under)));
+      pairs.push(['latest-shot ring vs its cell', Math.round(best * 100) / 100]);
+    }
+    return pairs;
+  });
+}
+
+/**
+ * Audits the screen `name` of `page` at the desktop and at 360 px, in the light and the dark
+ * theme: no sideways scroll, no axe violation, board contrasts ≥ 3:1. Returns the
+ * contrast pairs measured (so a caller can require the ones its screen must have).
+ */
+export async function audit(page, name, { log = () => {} } = {}) {
+  const size = page.viewportSize();
+  const measured = new Map();
+  try {
+    for (const viewport of [size, PHONE]) {
+      await page.setViewportSize(viewport);
+      for (const colorScheme of ['light', 'dark']) {
+        await page.emulateMedia({ colorScheme });
+        const where = `${name} at ${viewport.width} px, ${colorScheme}`;
+        if (await sidewaysScroll(page) > 0) {
+          assert.fail(`${where}: the page scrolls sideways by ${await sidewaysScroll(page)} px: ${(await overflowing(page)).join(', ')}`);
+        }
+        assert.deepEqual(await axeViolations(page), [], `${where}: axe-core violations`);
+        for (const [what, ratio] of await boardContrasts(page)) {
+          assert.ok(ratio >= 3, `${where}: ${what} is ${ratio}:1, under 3:1`);
+          measured.set(`${what} (${colorScheme})`, Math.min(ratio, measured.get(`${what} (${colorScheme})`) ?? Infinity));
+        }
+      }
+    }
+  } finally {
+    await page.setViewportSize(size);
+    await page.emulateMedia({ colorScheme: 'light' });
+  }
+  log(`audited ${name}: ${measured.size ? [...measured].map(([what, ratio]) => `${what} ${ratio}`).join('; ') : 'no board'}`);
+  return measured;
+}
