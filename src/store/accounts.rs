@@ -92,10 +92,13 @@ pub async fn set_password(
     player: Uuid,
     password_hash: &str,
 ) -> Result<(), StoreError> {
+    // The time is taken in VALUES, not in the update: Citus (migration 0030) refuses a
+    // volatile function in `DO UPDATE SET`.
     sqlx::query(
-        "INSERT INTO player_passwords (player_id, password_hash) VALUES ($1, $2)
+        "INSERT INTO player_passwords (player_id, password_hash, updated_at)
+         VALUES ($1, $2, clock_timestamp())
          ON CONFLICT (player_id) DO UPDATE
-         SET password_hash = excluded.password_hash, updated_at = clock_timestamp()",
+         SET password_hash = excluded.password_hash, updated_at = excluded.updated_at",
     )
     .bind(player)
     .bind(password_hash)

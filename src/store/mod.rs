@@ -3,6 +3,7 @@
 
 pub mod accounts;
 pub mod bots;
+pub mod citus;
 pub mod events;
 pub mod idempotency;
 pub mod listing;

@@ -1,0 +1,125 @@
+//! Statki on a Citus cluster (migrations/0030_citus.sql): whether the database is
+//! distributed, and the write path's statements in the form Citus routes to one shard
+//! each (one match's rows), used there instead of the single batch statement of
+//! [`super::matches::write`], which Citus cannot plan across shards.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use chrono::{DateTime, Utc};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::StoreError;
+use super::matches::{Locked, RowWrite, Write, Written};
+
+const UNKNOWN: u8 = 0;
+const PLAIN: u8 = 1;
+const DISTRIBUTED: u8 = 2;
+
+/// What the process's database is. One process serves one database (or, in the tests, many
+/// databases of one server, all made alike by `scripts/citus`), so it is asked once.
+static KIND: AtomicU8 = AtomicU8::new(UNKNOWN);
+
+/// Whether the database is distributed with Citus: the `citus` extension exists in it.
+pub async fn distributed(conn: &mut PgConnection) -> Result<bool, StoreError> {
+    match KIND.load(Ordering::Relaxed) {
+        PLAIN => return Ok(false),
+        DISTRIBUTED => return Ok(true),
+        _ => {}
+    }
+    let citus: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')")
+            .fetch_one(&mut *conn)
+            .await?;
+    KIND.store(if citus { DISTRIBUTED } else { PLAIN }, Ordering::Relaxed);
+    Ok(citus)
+}
+
+/// [`super::matches::lock_many`] on Citus: a multi-shard `FOR UPDATE` is not supported, so
+/// each row is locked by a statement of its own shard, in id order as there.
+pub(super) async fn lock_many(
+    conn: &mut PgConnection,
+    ids: &[Uuid],
+) -> Result<(Vec<Locked>, Option<DateTime<Utc>>), StoreError> {
+    let mut ids = ids.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut locked = Vec::with_capacity(ids.len());
+    let mut now = None;
+    for id in ids {
+        if let Some((row, at)) = super::matches::lock_row(&mut *conn, id).await? {
+            now = Some(at);
+            locked.push(row);
+        }
+    }
+    Ok((locked, now))
+}
+
+/// [`super::matches::write`] on Citus, inside the caller's transaction: per match, in id
+/// order, the conditional row update (which also takes the row's lock), the event appends
+/// and the bot turn, each a statement on that match's shard; then the idempotency answers
+/// and the notification on the coordinator. A row that moved on fails the write with
+/// [`StoreError::Moved`] and the caller rolls the transaction back.
+pub(super) async fn write(
+    conn: &mut PgConnection,
+    at: DateTime<Utc>,
+    batch: &Write<'_>,
+) -> Result<Written, StoreError> {
+    let mut rows: Vec<&RowWrite<'_>> = batch.rows.iter().collect();
+    rows.sort_unstable_by_key(|row| row.id);
+    if rows.iter().any(|row| row.unexpired_until.is_some()) {
+        // The database's clock (the coordinator's), read before the rows are locked: a
+        // deadline it has reached fails the write, as the batch statement's check does.
+        let now = super::now(&mut *conn).await?;
+        if rows
+            .iter()
+            .any(|row| row.unexpired_until.is_some_and(|until| now >= until))
+        {
+            return Err(StoreError::Moved);
+        }
+    }
+    for row in rows {
+        if !super::matches::write_row(&mut *conn, at, row).await? {
+            return Err(StoreError::Moved);
+        }
+    }
+    for append in batch.appends {
+        let columns = super::events::columns(append.after, append.events)?;
+        let mut appended = 0;
+        for (((seq, actor), kind), payload) in columns
+            .seqs
+            .iter()
+            .zip(&columns.actors)
+            .zip(&columns.kinds)
+            .zip(&columns.payloads)
+        {
+            appended += sqlx::query(
+                "INSERT INTO match_events (match_id, seq, at, actor, kind, payload)
+                 VALUES ($1, $2, $3, $4, $5, $6)
+                 ON CONFLICT (match_id, seq) DO NOTHING",
+            )
+            .bind(append.match_id)
+            .bind(seq)
+            .bind(at)
+            .bind(actor)
+            .bind(kind)
+            .bind(payload)
+            .execute(&mut *conn)
+            .await?
+            .rows_affected();
+        }
+        if appended != append.events.len() as u64 {
+            return Err(StoreError::Moved);
+        }
+    }
+    super::idempotency::record(&mut *conn, batch.answers, batch.releases).await?;
+    Ok(sqlx::query_as::<_, Written>(
+        "SELECT clock_timestamp() AS now,
+                (SELECT count(pg_notify($1, payload)) FROM UNNEST($2::text[]) AS payload)
+                    AS notified",
+    )
+    .bind(batch.channel)
+    .bind(batch.announcements)
+    .fetch_one(&mut *conn)
+    .await?)
+}
