@@ -154,6 +154,21 @@ BEGIN
             FOR SELECT TO statki_auditor
             USING (phase IN ('finished', 'cancelled'));
     END IF;
+    -- Citus reaches the workers as the role a statement runs as, so the roles the service
+    -- and the auditors switch to (`SET ROLE`) must be allowed to log in there. They still
+    -- have no password: where the cluster asks for one, nobody logs in as them directly.
+    -- Roles belong to the whole cluster: concurrent first migrations of several databases
+    -- may race to alter them ("tuple concurrently updated"), and one of them is enough.
+    BEGIN
+        IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'statki_auditor' AND NOT rolcanlogin) THEN
+            ALTER ROLE statki_auditor LOGIN;
+        END IF;
+        IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'statki_app' AND NOT rolcanlogin) THEN
+            ALTER ROLE statki_app LOGIN;
+        END IF;
+    EXCEPTION
+        WHEN internal_error THEN NULL;
+    END;
     IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'statki_app') THEN
         CREATE POLICY service_all ON matches TO statki_app USING (true) WITH CHECK (true);
         CREATE POLICY service_all ON match_events TO statki_app USING (true) WITH CHECK (true);

@@ -176,12 +176,14 @@ pub async fn revoke_tokens(
     channel: &str,
 ) -> Result<Option<(DateTime<Utc>, String)>, StoreError> {
     // One microsecond past the clock: a token issued in the same microsecond, before this
-    // statement, is refused too.
+    // statement, is refused too. The clock is read in a CTE of its own: Citus (migration
+    // 0030) refuses a volatile function in the update of a reference table.
     let row = sqlx::query_as::<_, RevokedRecord>(
-        "WITH revoked AS (
+        "WITH instant AS MATERIALIZED (
+             SELECT clock_timestamp() + interval '1 microsecond' AS at
+         ), revoked AS (
              UPDATE players
-             SET tokens_valid_from = greatest(tokens_valid_from,
-                                              clock_timestamp() + interval '1 microsecond')
+             SET tokens_valid_from = greatest(tokens_valid_from, (SELECT at FROM instant))
              WHERE id = $1 AND (tokens_valid_from IS NULL OR tokens_valid_from <= $3)
              RETURNING id, name, tokens_valid_from
          )

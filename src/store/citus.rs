@@ -10,7 +10,8 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::StoreError;
-use super::matches::{Locked, RowWrite, Write, Written};
+use super::bots::TurnRecord;
+use super::matches::{Locked, MatchRecord, RowWrite, Write, Written};
 
 const UNKNOWN: u8 = 0;
 const PLAIN: u8 = 1;
@@ -122,4 +123,80 @@ pub(super) async fn write(
     .bind(batch.announcements)
     .fetch_one(&mut *conn)
     .await?)
+}
+
+/// [`super::matches::claim_due`] on Citus: the due matches, earliest first, found by a read
+/// of every shard (no lock), then each claimed by a statement of its own shard, skipped if
+/// another transaction holds it or a command moved its wake-up since.
+pub(super) async fn claim_due(
+    conn: &mut PgConnection,
+    now: DateTime<Utc>,
+    limit: i64,
+) -> Result<Vec<Locked>, StoreError> {
+    let due: Vec<Uuid> =
+        sqlx::query_scalar("SELECT id FROM matches WHERE wake_at <= $1 ORDER BY wake_at LIMIT $2")
+            .bind(now)
+            .bind(limit)
+            .fetch_all(&mut *conn)
+            .await?;
+    let mut claimed = Vec::with_capacity(due.len());
+    for id in due {
+        let row = sqlx::query_as::<_, MatchRecord>(
+            "SELECT id, snapshot, last_seq, created_at FROM matches
+             WHERE id = $1 AND wake_at <= $2 FOR UPDATE SKIP LOCKED",
+        )
+        .bind(id)
+        .bind(now)
+        .fetch_optional(&mut *conn)
+        .await?;
+        claimed.extend(row.map(Locked::from));
+    }
+    Ok(claimed)
+}
+
+/// [`super::bots::claim_turns`] on Citus: the due bot turns (settled, or urgent by their
+/// clock), found by a read of every shard, then each match and its turn claimed by a
+/// statement of its own shard, skipped when another transaction holds either.
+pub(super) async fn claim_turns(
+    conn: &mut PgConnection,
+    settled: DateTime<Utc>,
+    setup_settled: DateTime<Utc>,
+    urgent: DateTime<Utc>,
+    limit: i64,
+) -> Result<Vec<TurnRecord>, StoreError> {
+    let due: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT match_id FROM (
+             (SELECT match_id, since FROM bot_turns
+              WHERE since <= $2 AND (setup OR since <= $1) ORDER BY since LIMIT $4)
+             UNION
+             (SELECT match_id, since FROM bot_turns
+              WHERE deadline <= $3 ORDER BY deadline LIMIT $4)
+         ) due ORDER BY since, match_id LIMIT $4",
+    )
+    .bind(settled)
+    .bind(setup_settled)
+    .bind(urgent)
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut claimed = Vec::with_capacity(due.len());
+    for id in due {
+        let turn = sqlx::query_as::<_, TurnRecord>(
+            "SELECT m.id, m.snapshot, m.last_seq, m.created_at, t.bot, p.bot_level
+             FROM matches m
+             JOIN bot_turns t ON t.match_id = m.id
+             JOIN players p ON p.id = t.bot AND p.bot_level IS NOT NULL
+             WHERE m.id = $1 AND t.match_id = $1
+               AND ((t.since <= $3 AND (t.setup OR t.since <= $2)) OR t.deadline <= $4)
+             FOR UPDATE OF m, t SKIP LOCKED",
+        )
+        .bind(id)
+        .bind(settled)
+        .bind(setup_settled)
+        .bind(urgent)
+        .fetch_optional(&mut *conn)
+        .await?;
+        claimed.extend(turn);
+    }
+    Ok(claimed)
 }

@@ -610,15 +610,21 @@ pub const CLAIM_DUE: &str = "SELECT id, snapshot, last_seq, created_at FROM matc
 /// deadline, has passed), earliest first, locked for this transaction; rows another
 /// transaction holds are skipped, not waited for. Each row is read as locked, so a command
 /// that committed first is seen; the caller expires the due ones and [`rearm`]s the rest.
+///
+/// On Citus a multi-shard `FOR UPDATE` is not supported: [`super::citus::claim_due`] finds
+/// the due matches with a read of every shard and claims each on its own shard.
 pub async fn claim_due(
-    db: impl PgExecutor<'_>,
+    conn: &mut sqlx::PgConnection,
     now: DateTime<Utc>,
     limit: i64,
 ) -> Result<Vec<Locked>, StoreError> {
+    if super::citus::distributed(&mut *conn).await? {
+        return super::citus::claim_due(conn, now, limit).await;
+    }
     let rows = sqlx::query_as::<_, MatchRecord>(CLAIM_DUE)
         .bind(now)
         .bind(limit)
-        .fetch_all(db)
+        .fetch_all(conn)
         .await?;
     Ok(rows.into_iter().map(Locked::from).collect())
 }

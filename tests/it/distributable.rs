@@ -101,9 +101,9 @@ const CROSS_MATCH: &[(&str, &str)] = &[
 ];
 
 /// SQL text handed to sqlx, with the file it is in.
-struct Statement {
-    file: PathBuf,
-    sql: String,
+pub(crate) struct Statement {
+    pub(crate) file: PathBuf,
+    pub(crate) sql: String,
 }
 
 fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
@@ -154,7 +154,7 @@ fn literal(text: &str) -> Option<String> {
 
 /// Every statement passed to `sqlx::query*` or `QueryBuilder::new` in `src/store/`;
 /// panics on a call whose SQL is not a literal, since it could not be checked.
-fn statements() -> Vec<Statement> {
+pub(crate) fn statements() -> Vec<Statement> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/store");
     let mut files = Vec::new();
     rust_files(&root, &mut files);
@@ -222,7 +222,7 @@ fn constant(source: &str, arguments: &str) -> Option<String> {
     literal(&source[at + declared.len()..])
 }
 
-fn normalise(sql: &str) -> String {
+pub(crate) fn normalise(sql: &str) -> String {
     sql.split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")
