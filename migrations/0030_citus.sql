@@ -16,8 +16,11 @@
 --   is a fresh UUID and a player's game numbers are taken under the match lock, and
 --   `statki verify` checks the rating chains;
 -- - the phase-count triggers on `matches` (a trigger on a shard cannot write to a table on
---   the coordinator): see migration 0031 when it lands; until then the `statki_matches`
---   gauge under Citus counts only what the coordinator folded before distribution.
+--   the coordinator): on Citus the `statki_matches` gauge counts `matches` by phase, a
+--   parallel count of every shard (`store::matches::count_by_phase`);
+-- - the auditor's row policy on `match_events`, which looks up the match row (Citus cannot
+--   put a subquery in a shard's policy): the auditor reads events through the audit views,
+--   which hold no fleet or salt, and no row of `match_events` directly.
 -- The audit views depend on the tables and are dropped and created again around the
 -- distribution, with their grants; the row security policies likewise. The append-only
 -- triggers of `match_events` and `rating_changes` are created on every shard
@@ -146,9 +149,8 @@ BEGIN
     END IF;
 
     -- Row security as migrations 0023 and 0024 set it, but for the auditor's policy on the
-    -- events: it looks up the match row, which a shard cannot do. Without it the auditor
-    -- reads no event straight from `match_events`, and reads them through the audit views
-    -- (run as their owner, joined to `matches`, whose policy still holds).
+    -- events (see above): row security stays enabled on `match_events`, so without a
+    -- policy the auditor reads none of its rows directly.
     IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'statki_auditor') THEN
         CREATE POLICY auditor_after_the_end ON matches
             FOR SELECT TO statki_auditor
@@ -170,6 +172,9 @@ BEGIN
         WHEN internal_error THEN NULL;
     END;
     IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'statki_app') THEN
+        -- The shards took the default privileges (migration 0024) when Citus created them;
+        -- the record of play is appended and read, never changed, there too.
+        REVOKE UPDATE, DELETE, TRUNCATE ON match_events, rating_changes FROM statki_app;
         CREATE POLICY service_all ON matches TO statki_app USING (true) WITH CHECK (true);
         CREATE POLICY service_all ON match_events TO statki_app USING (true) WITH CHECK (true);
     END IF;

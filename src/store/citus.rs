@@ -200,3 +200,43 @@ pub(super) async fn claim_turns(
     }
     Ok(claimed)
 }
+
+/// [`super::queue::claim_waiting`] on Citus: up to `limit` live waiting entries, longest
+/// waiting first, locked (skipping those another transaction holds); then the players in
+/// a live match (a read of every shard) are left out, so a sweep may claim fewer.
+pub(super) async fn claim_waiting(
+    conn: &mut PgConnection,
+    now: DateTime<Utc>,
+    limit: i64,
+) -> Result<Vec<super::queue::Entry>, StoreError> {
+    let entries: Vec<super::queue::Entry> = sqlx::query_as(
+        "SELECT player_id, ruleset, rating, joined_at, expires_at, match_id, paired_at
+         FROM queue_entries
+         WHERE match_id IS NULL AND expires_at > $1
+         ORDER BY joined_at, player_id
+         LIMIT $2
+         FOR UPDATE SKIP LOCKED",
+    )
+    .bind(now)
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await?;
+    if entries.is_empty() {
+        return Ok(entries);
+    }
+    let players: Vec<Uuid> = entries.iter().map(|entry| entry.player_id).collect();
+    let playing: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT p FROM unnest($1::uuid[]) AS p
+         WHERE p IN (SELECT creator FROM matches WHERE phase IN ('placement', 'battle')
+                     AND creator = ANY($1))
+            OR p IN (SELECT joiner FROM matches WHERE phase IN ('placement', 'battle')
+                     AND joiner = ANY($1))",
+    )
+    .bind(&players)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(entries
+        .into_iter()
+        .filter(|entry| !playing.contains(&entry.player_id))
+        .collect())
+}

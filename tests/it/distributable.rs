@@ -59,6 +59,10 @@ const CROSS_MATCH: &[(&str, &str)] = &[
         "the clock's next wake-up: a min over every shard",
     ),
     (
+        "select phase, count(*) as n from matches group by phase",
+        "on Citus, matches per phase for /metrics: a count over every shard (the phase triggers cannot write from a shard)",
+    ),
+    (
         "select count(*) from match_events",
         "the event total for /metrics: a count over every shard",
     ),
@@ -85,6 +89,10 @@ const CROSS_MATCH: &[(&str, &str)] = &[
     (
         "not exists (select 1 from matches m where m.phase in ('placement', 'battle')",
         "pairing skips queued players who are in a running match: a lookup by player across shards",
+    ),
+    (
+        "where p in (select creator from matches where phase in ('placement', 'battle') and creator = any($1))",
+        "on Citus, pairing leaves out the claimed players who are in a running match: a lookup by player across shards",
     ),
     (
         "from rating_changes order by ruleset, player_id, game",
