@@ -85,7 +85,7 @@ impl App {
     ) -> Result<BotBatch> {
         let mut tx = self.pool().begin().await?;
         let claimed = bots::claim_turns(
-            &mut *tx,
+            &mut tx,
             window.settled,
             window.setup_settled,
             window.urgent,

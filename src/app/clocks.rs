@@ -45,7 +45,7 @@ impl App {
     #[tracing::instrument(skip(self))]
     pub async fn expire_batch(&self, now: DateTime<Utc>, limit: i64) -> Result<Expired> {
         let mut tx = self.pool().begin().await?;
-        let due = matches::claim_due(&mut *tx, now, limit).await?;
+        let due = matches::claim_due(&mut tx, now, limit).await?;
         let claimed = due.len();
         let mut changes = Vec::with_capacity(claimed);
         let mut early = Vec::new();

@@ -457,7 +457,7 @@ async fn execute(
                 .filter(|&i| plans[i].is_none())
                 .map(|i| jobs[i].match_id)
                 .collect();
-            let (locked, locked_at) = matches::lock_many(&mut *lane.conn, &ids).await?;
+            let (locked, locked_at) = matches::lock_many(&mut lane.conn, &ids).await?;
             let now = match locked_at {
                 Some(now) => now,
                 None => store::now(&mut *lane.conn).await?,
@@ -507,7 +507,11 @@ async fn execute(
 
     // A batch decided from kept states whose changes are the write statement alone is that
     // one statement, atomic and durable on its own: no `BEGIN`, no `COMMIT`, one round trip.
-    if !lane.in_transaction && !changes.iter().all(Change::stands_alone) {
+    // On Citus the write is a statement per shard, so it always has a transaction.
+    if !lane.in_transaction
+        && (!changes.iter().all(Change::stands_alone)
+            || store::citus::distributed(&mut lane.conn).await?)
+    {
         lane.begin().await?;
     }
     let folded = write::fold(&mut lane.conn, changes, now).await?;

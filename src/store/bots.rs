@@ -79,7 +79,7 @@ pub struct BotTurn {
 
 /// A match row claimed for a bot, with the bot and its level as stored.
 #[derive(sqlx::FromRow)]
-struct TurnRecord {
+pub(super) struct TurnRecord {
     #[sqlx(flatten)]
     record: MatchRecord,
     bot: Uuid,
@@ -127,19 +127,26 @@ pub const CLAIM_TURNS: &str = "WITH settled AS (
 /// poll costs what is due, not what is in play. Rows another transaction holds are skipped
 /// (`SKIP LOCKED`, on the queue and on the match): replicas share the work, none acts on a
 /// match twice, and the claim never waits for anyone.
+///
+/// On Citus a multi-shard `FOR UPDATE` is not supported: [`super::citus::claim_turns`]
+/// finds the due turns with a read of every shard and claims each match on its own.
 pub async fn claim_turns(
-    db: impl PgExecutor<'_>,
+    conn: &mut sqlx::PgConnection,
     settled: DateTime<Utc>,
     setup_settled: DateTime<Utc>,
     urgent: DateTime<Utc>,
     limit: i64,
 ) -> Result<Vec<BotTurn>, StoreError> {
+    if super::citus::distributed(&mut *conn).await? {
+        let rows = super::citus::claim_turns(conn, settled, setup_settled, urgent, limit).await?;
+        return Ok(rows.into_iter().map(BotTurn::from).collect());
+    }
     let rows = sqlx::query_as::<_, TurnRecord>(CLAIM_TURNS)
         .bind(settled)
         .bind(setup_settled)
         .bind(urgent)
         .bind(limit)
-        .fetch_all(db)
+        .fetch_all(conn)
         .await?;
     Ok(rows.into_iter().map(BotTurn::from).collect())
 }

@@ -190,3 +190,38 @@ pub async fn purge(
         .await?;
     Ok(deleted.rows_affected())
 }
+
+/// Records first answers under their claimed keys and gives back `releases`, as the batch
+/// statement of [`super::matches::write`] does; for the write on Citus
+/// ([`super::citus::write`]), where the keys stay on the coordinator.
+pub(super) async fn record(
+    conn: &mut sqlx::PgConnection,
+    answers: &[Answer<'_>],
+    releases: &[KeyRef<'_>],
+) -> Result<(), StoreError> {
+    if !answers.is_empty() {
+        let answers = AnswerColumns::of(answers);
+        sqlx::query(
+            "UPDATE idempotency_keys SET response = a.response
+             FROM UNNEST($1::uuid[], $2::text[], $3::jsonb[]) AS a(player_id, key, response)
+             WHERE idempotency_keys.player_id = a.player_id AND idempotency_keys.key = a.key",
+        )
+        .bind(&answers.players)
+        .bind(&answers.keys)
+        .bind(&answers.responses)
+        .execute(&mut *conn)
+        .await?;
+    }
+    if !releases.is_empty() {
+        let releases = KeyColumns::of(releases);
+        sqlx::query(
+            "DELETE FROM idempotency_keys USING UNNEST($1::uuid[], $2::text[]) AS r(player_id, key)
+             WHERE idempotency_keys.player_id = r.player_id AND idempotency_keys.key = r.key",
+        )
+        .bind(&releases.players)
+        .bind(&releases.keys)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
+}

@@ -175,15 +175,27 @@ pub async fn lock(
     db: impl PgExecutor<'_>,
     id: Uuid,
 ) -> Result<Option<(MatchRow, DateTime<Utc>)>, StoreError> {
-    let row = sqlx::query_as::<_, LockedRecord>(
-        "SELECT id, snapshot, last_seq, created_at, clock_timestamp() AS now
-         FROM matches WHERE id = $1 FOR UPDATE",
-    )
-    .bind(id)
-    .fetch_optional(db)
-    .await?;
+    let row = sqlx::query_as::<_, LockedRecord>(LOCK_ONE)
+        .bind(id)
+        .fetch_optional(db)
+        .await?;
     row.map(|locked| Ok((locked.record.try_into()?, locked.now)))
         .transpose()
+}
+
+const LOCK_ONE: &str = "SELECT id, snapshot, last_seq, created_at, clock_timestamp() AS now
+     FROM matches WHERE id = $1 FOR UPDATE";
+
+/// [`lock`], with an unreadable row told apart as [`Locked`] tells it.
+pub(super) async fn lock_row(
+    db: impl PgExecutor<'_>,
+    id: Uuid,
+) -> Result<Option<(Locked, DateTime<Utc>)>, StoreError> {
+    let row = sqlx::query_as::<_, LockedRecord>(LOCK_ONE)
+        .bind(id)
+        .fetch_optional(db)
+        .await?;
+    Ok(row.map(|locked| (Locked::from(locked.record), locked.now)))
 }
 
 /// A row the write path locked: the match, or why its row could not be read (one unreadable
@@ -196,15 +208,18 @@ pub struct Locked {
 /// Loads and locks the rows of `ids` in id order, so two transactions locking overlapping
 /// sets never deadlock; with the database's time. Ids without a row are left out.
 pub async fn lock_many(
-    db: impl PgExecutor<'_>,
+    conn: &mut sqlx::PgConnection,
     ids: &[Uuid],
 ) -> Result<(Vec<Locked>, Option<DateTime<Utc>>), StoreError> {
+    if super::citus::distributed(&mut *conn).await? {
+        return super::citus::lock_many(conn, ids).await;
+    }
     let rows = sqlx::query_as::<_, LockedRecord>(
         "SELECT id, snapshot, last_seq, created_at, clock_timestamp() AS now
          FROM matches WHERE id = ANY($1) ORDER BY id FOR UPDATE",
     )
     .bind(ids)
-    .fetch_all(db)
+    .fetch_all(&mut *conn)
     .await?;
     let now = rows.last().map(|locked| locked.now);
     let locked = rows
@@ -289,11 +304,17 @@ pub struct Written {
 /// was decided on (`after`) and, with `unexpired_until`, only if the database's clock has not
 /// reached that deadline; if any row fails that, the statement stores nothing and the
 /// answer is [`StoreError::Moved`].
+///
+/// On Citus the write is several statements, one match's shard each
+/// ([`super::citus::write`]), and needs the caller's transaction.
 pub async fn write(
-    db: impl PgExecutor<'_>,
+    conn: &mut sqlx::PgConnection,
     at: DateTime<Utc>,
     batch: &Write<'_>,
 ) -> Result<Written, StoreError> {
+    if super::citus::distributed(&mut *conn).await? {
+        return super::citus::write(conn, at, batch).await;
+    }
     let total = batch.appends.iter().map(|a| a.events.len()).sum();
     let mut event_matches = Vec::with_capacity(total);
     let mut all = super::events::Columns::with_capacity(total);
@@ -405,7 +426,7 @@ pub async fn write(
     .bind(i64::try_from(batch.rows.len()).unwrap_or(i64::MAX))
     .bind(&rows.first_to_act)
     .bind(&rows.second_to_act)
-    .fetch_one(db)
+    .fetch_one(conn)
     .await
     .map_err(|error| match &error {
         sqlx::Error::Database(db) if db.code().as_deref() == Some(SERIALIZATION_FAILURE) => {
@@ -413,6 +434,84 @@ pub async fn write(
         }
         _ => classify(error),
     })
+}
+
+/// One row of a [`Write`] on Citus: its new state, only if it still ends at `after`; then
+/// its bot turn. Whether the row was written. (Citus refuses `clock_timestamp()` in the
+/// filter of a distributed update, so the caller checks `unexpired_until`.)
+pub(super) async fn write_row(
+    conn: &mut sqlx::PgConnection,
+    at: DateTime<Utc>,
+    row: &RowWrite<'_>,
+) -> Result<bool, StoreError> {
+    let copy = columns(row.state)?;
+    let written = sqlx::query(
+        "UPDATE matches SET phase = $2, joiner = $3, turn = $4, deadline = $5,
+                wake_at = CASE WHEN $5::timestamptz IS NULL THEN NULL
+                               WHEN wake_at IS NULL OR $5 < wake_at THEN $5
+                               ELSE wake_at END,
+                winner = $6, reason = $7, last_seq = $8, snapshot = $9, updated_at = $10,
+                ended_at = CASE WHEN $2 IN ('finished', 'cancelled')
+                                THEN coalesce(ended_at, $10) END
+         WHERE id = $1 AND last_seq = $11",
+    )
+    .bind(row.id)
+    .bind(copy.phase)
+    .bind(copy.joiner)
+    .bind(copy.turn)
+    .bind(copy.deadline)
+    .bind(copy.winner)
+    .bind(copy.reason)
+    .bind(row.last_seq)
+    .bind(copy.snapshot)
+    .bind(at)
+    .bind(row.after)
+    .execute(&mut *conn)
+    .await?
+    .rows_affected()
+        == 1;
+    if !written {
+        return Ok(false);
+    }
+    let [first, second] = to_act(row.state);
+    let bot: Option<Uuid> = match (first, second) {
+        (None, None) => None,
+        _ => {
+            sqlx::query_scalar(
+                "SELECT id FROM players WHERE id IN ($1, $2) AND bot_level IS NOT NULL
+                 ORDER BY id LIMIT 1",
+            )
+            .bind(first)
+            .bind(second)
+            .fetch_optional(&mut *conn)
+            .await?
+        }
+    };
+    match bot {
+        Some(bot) => {
+            sqlx::query(
+                "INSERT INTO bot_turns (match_id, bot, setup, since, deadline)
+                 VALUES ($1, $2, $3, $4, $5)
+                 ON CONFLICT (match_id) DO UPDATE
+                     SET bot = excluded.bot, setup = excluded.setup, since = excluded.since,
+                         deadline = excluded.deadline",
+            )
+            .bind(row.id)
+            .bind(bot)
+            .bind(copy.phase != "battle")
+            .bind(at)
+            .bind(copy.deadline)
+            .execute(&mut *conn)
+            .await?;
+        }
+        None => {
+            sqlx::query("DELETE FROM bot_turns WHERE match_id = $1")
+                .bind(row.id)
+                .execute(&mut *conn)
+                .await?;
+        }
+    }
+    Ok(true)
 }
 
 /// What `statki_rows_moved()` fails a write with (and nothing else can: transactions run at
@@ -515,15 +614,21 @@ pub const CLAIM_DUE: &str = "SELECT id, snapshot, last_seq, created_at FROM matc
 /// deadline, has passed), earliest first, locked for this transaction; rows another
 /// transaction holds are skipped, not waited for. Each row is read as locked, so a command
 /// that committed first is seen; the caller expires the due ones and [`rearm`]s the rest.
+///
+/// On Citus a multi-shard `FOR UPDATE` is not supported: [`super::citus::claim_due`] finds
+/// the due matches with a read of every shard and claims each on its own shard.
 pub async fn claim_due(
-    db: impl PgExecutor<'_>,
+    conn: &mut sqlx::PgConnection,
     now: DateTime<Utc>,
     limit: i64,
 ) -> Result<Vec<Locked>, StoreError> {
+    if super::citus::distributed(&mut *conn).await? {
+        return super::citus::claim_due(conn, now, limit).await;
+    }
     let rows = sqlx::query_as::<_, MatchRecord>(CLAIM_DUE)
         .bind(now)
         .bind(limit)
-        .fetch_all(db)
+        .fetch_all(conn)
         .await?;
     Ok(rows.into_iter().map(Locked::from).collect())
 }
@@ -565,8 +670,20 @@ pub const PHASE_COUNTS: &str = "SELECT phase, sum(n)::bigint AS n FROM (
 
 /// Count of matches per phase, for metrics, from the counts the triggers keep (never a
 /// count of the table). Folds the pending deltas first unless another caller is folding.
+///
+/// On Citus the triggers cannot write to the coordinator from a shard (migration 0030
+/// drops them), so the counts are a count of every shard, in parallel.
 pub async fn count_by_phase(db: &sqlx::PgPool) -> Result<Vec<(String, i64)>, StoreError> {
     let mut tx = db.begin().await?;
+    if super::citus::distributed(&mut tx).await? {
+        let counts = sqlx::query_as(
+            "SELECT phase, count(*) AS n FROM matches GROUP BY phase ORDER BY phase",
+        )
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        return Ok(counts);
+    }
     if super::try_advisory_xact_lock(&mut *tx, PHASE_FOLD_LOCK).await? {
         sqlx::query(FOLD_PHASE_COUNTS).execute(&mut *tx).await?;
     }

@@ -5,6 +5,7 @@ pub mod accounts;
 pub mod bots;
 #[cfg(feature = "test-support")]
 pub mod bulk;
+pub mod citus;
 pub mod events;
 pub mod idempotency;
 pub mod listing;

@@ -123,11 +123,18 @@ pub async fn claim_partner(
 
 /// Claims up to `limit` live waiting entries of players not in a live match, longest
 /// waiting first, skipping entries another transaction holds.
+///
+/// On Citus the queue stays on the coordinator and `matches` is distributed, which Citus
+/// does not join: [`super::citus::claim_waiting`] claims the entries, then leaves out the
+/// players it finds in a live match.
 pub async fn claim_waiting(
     conn: &mut PgConnection,
     now: DateTime<Utc>,
     limit: i64,
 ) -> Result<Vec<Entry>, StoreError> {
+    if super::citus::distributed(&mut *conn).await? {
+        return super::citus::claim_waiting(conn, now, limit).await;
+    }
     Ok(sqlx::query_as(
         "SELECT player_id, ruleset, rating, joined_at, expires_at, match_id, paired_at
          FROM queue_entries q

@@ -148,7 +148,7 @@ async fn an_unreadable_snapshot_spoils_its_own_row_only(pool: PgPool) {
     assert!(matches!(named, Err(StoreError::Corrupt(_))), "{named:?}");
 
     let mut tx = pool.begin().await.unwrap();
-    let (locked, now) = matches::lock_many(&mut *tx, &[broken, healthy])
+    let (locked, now) = matches::lock_many(&mut tx, &[broken, healthy])
         .await
         .unwrap();
     assert!(now.is_some(), "the database's time comes with the rows");
@@ -187,8 +187,15 @@ async fn conditional_write(
         last_seq: after + 1,
         unexpired_until,
     }];
+    // On plain PostgreSQL the write is one statement, atomic without a transaction; on
+    // Citus it is a statement per shard, in a transaction rolled back when a row moved.
+    let mut conn = pool.acquire().await.unwrap();
+    let distributed = statki::store::citus::distributed(&mut conn).await.unwrap();
+    if distributed {
+        statki::store::begin(&mut conn).await.unwrap();
+    }
     let written = matches::write(
-        pool,
+        &mut conn,
         Utc::now(),
         &matches::Write {
             appends: &appends,
@@ -201,6 +208,13 @@ async fn conditional_write(
     )
     .await
     .map(|_| ());
+    if distributed {
+        match written {
+            Ok(()) => statki::store::commit(&mut conn, false).await.unwrap(),
+            Err(_) => statki::store::rollback(&mut conn).await.unwrap(),
+        }
+    }
+    drop(conn);
     let stored = events::list(pool, id, 0, 10).await.unwrap().len();
     let row = matches::get(pool, id).await.unwrap().unwrap();
     (written, stored, row.last_seq)

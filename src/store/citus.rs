@@ -1,0 +1,242 @@
+//! Statki on a Citus cluster (migrations/0030_citus.sql): whether the database is
+//! distributed, and the write path's statements in the form Citus routes to one shard
+//! each (one match's rows), used there instead of the single batch statement of
+//! [`super::matches::write`], which Citus cannot plan across shards.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use chrono::{DateTime, Utc};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::StoreError;
+use super::bots::TurnRecord;
+use super::matches::{Locked, MatchRecord, RowWrite, Write, Written};
+
+const UNKNOWN: u8 = 0;
+const PLAIN: u8 = 1;
+const DISTRIBUTED: u8 = 2;
+
+/// What the process's database is. One process serves one database (or, in the tests, many
+/// databases of one server, all made alike by `scripts/citus`), so it is asked once.
+static KIND: AtomicU8 = AtomicU8::new(UNKNOWN);
+
+/// Whether the database is distributed with Citus: the `citus` extension exists in it.
+pub async fn distributed(conn: &mut PgConnection) -> Result<bool, StoreError> {
+    match KIND.load(Ordering::Relaxed) {
+        PLAIN => return Ok(false),
+        DISTRIBUTED => return Ok(true),
+        _ => {}
+    }
+    let citus: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')")
+            .fetch_one(&mut *conn)
+            .await?;
+    KIND.store(if citus { DISTRIBUTED } else { PLAIN }, Ordering::Relaxed);
+    Ok(citus)
+}
+
+/// [`super::matches::lock_many`] on Citus: a multi-shard `FOR UPDATE` is not supported, so
+/// each row is locked by a statement of its own shard, in id order as there.
+pub(super) async fn lock_many(
+    conn: &mut PgConnection,
+    ids: &[Uuid],
+) -> Result<(Vec<Locked>, Option<DateTime<Utc>>), StoreError> {
+    let mut ids = ids.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut locked = Vec::with_capacity(ids.len());
+    let mut now = None;
+    for id in ids {
+        if let Some((row, at)) = super::matches::lock_row(&mut *conn, id).await? {
+            now = Some(at);
+            locked.push(row);
+        }
+    }
+    Ok((locked, now))
+}
+
+/// [`super::matches::write`] on Citus, inside the caller's transaction: per match, in id
+/// order, the conditional row update (which also takes the row's lock), the event appends
+/// and the bot turn, each a statement on that match's shard; then the idempotency answers
+/// and the notification on the coordinator. A row that moved on fails the write with
+/// [`StoreError::Moved`] and the caller rolls the transaction back.
+pub(super) async fn write(
+    conn: &mut PgConnection,
+    at: DateTime<Utc>,
+    batch: &Write<'_>,
+) -> Result<Written, StoreError> {
+    let mut rows: Vec<&RowWrite<'_>> = batch.rows.iter().collect();
+    rows.sort_unstable_by_key(|row| row.id);
+    if rows.iter().any(|row| row.unexpired_until.is_some()) {
+        // The database's clock (the coordinator's), read before the rows are locked: a
+        // deadline it has reached fails the write, as the batch statement's check does.
+        let now = super::now(&mut *conn).await?;
+        if rows
+            .iter()
+            .any(|row| row.unexpired_until.is_some_and(|until| now >= until))
+        {
+            return Err(StoreError::Moved);
+        }
+    }
+    for row in rows {
+        if !super::matches::write_row(&mut *conn, at, row).await? {
+            return Err(StoreError::Moved);
+        }
+    }
+    for append in batch.appends {
+        let columns = super::events::columns(append.after, append.events)?;
+        let mut appended = 0;
+        for (((seq, actor), kind), payload) in columns
+            .seqs
+            .iter()
+            .zip(&columns.actors)
+            .zip(&columns.kinds)
+            .zip(&columns.payloads)
+        {
+            appended += sqlx::query(
+                "INSERT INTO match_events (match_id, seq, at, actor, kind, payload)
+                 VALUES ($1, $2, $3, $4, $5, $6)
+                 ON CONFLICT (match_id, seq) DO NOTHING",
+            )
+            .bind(append.match_id)
+            .bind(seq)
+            .bind(at)
+            .bind(actor)
+            .bind(kind)
+            .bind(payload)
+            .execute(&mut *conn)
+            .await?
+            .rows_affected();
+        }
+        if appended != append.events.len() as u64 {
+            return Err(StoreError::Moved);
+        }
+    }
+    super::idempotency::record(&mut *conn, batch.answers, batch.releases).await?;
+    Ok(sqlx::query_as::<_, Written>(
+        "SELECT clock_timestamp() AS now,
+                (SELECT count(pg_notify($1, payload)) FROM UNNEST($2::text[]) AS payload)
+                    AS notified",
+    )
+    .bind(batch.channel)
+    .bind(batch.announcements)
+    .fetch_one(&mut *conn)
+    .await?)
+}
+
+/// [`super::matches::claim_due`] on Citus: the due matches, earliest first, found by a read
+/// of every shard (no lock), then each claimed by a statement of its own shard, skipped if
+/// another transaction holds it or a command moved its wake-up since.
+pub(super) async fn claim_due(
+    conn: &mut PgConnection,
+    now: DateTime<Utc>,
+    limit: i64,
+) -> Result<Vec<Locked>, StoreError> {
+    let due: Vec<Uuid> =
+        sqlx::query_scalar("SELECT id FROM matches WHERE wake_at <= $1 ORDER BY wake_at LIMIT $2")
+            .bind(now)
+            .bind(limit)
+            .fetch_all(&mut *conn)
+            .await?;
+    let mut claimed = Vec::with_capacity(due.len());
+    for id in due {
+        let row = sqlx::query_as::<_, MatchRecord>(
+            "SELECT id, snapshot, last_seq, created_at FROM matches
+             WHERE id = $1 AND wake_at <= $2 FOR UPDATE SKIP LOCKED",
+        )
+        .bind(id)
+        .bind(now)
+        .fetch_optional(&mut *conn)
+        .await?;
+        claimed.extend(row.map(Locked::from));
+    }
+    Ok(claimed)
+}
+
+/// [`super::bots::claim_turns`] on Citus: the due bot turns (settled, or urgent by their
+/// clock), found by a read of every shard, then each match and its turn claimed by a
+/// statement of its own shard, skipped when another transaction holds either.
+pub(super) async fn claim_turns(
+    conn: &mut PgConnection,
+    settled: DateTime<Utc>,
+    setup_settled: DateTime<Utc>,
+    urgent: DateTime<Utc>,
+    limit: i64,
+) -> Result<Vec<TurnRecord>, StoreError> {
+    let due: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT match_id FROM (
+             (SELECT match_id, since FROM bot_turns
+              WHERE since <= $2 AND (setup OR since <= $1) ORDER BY since LIMIT $4)
+             UNION
+             (SELECT match_id, since FROM bot_turns
+              WHERE deadline <= $3 ORDER BY deadline LIMIT $4)
+         ) due ORDER BY since, match_id LIMIT $4",
+    )
+    .bind(settled)
+    .bind(setup_settled)
+    .bind(urgent)
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut claimed = Vec::with_capacity(due.len());
+    for id in due {
+        let turn = sqlx::query_as::<_, TurnRecord>(
+            "SELECT m.id, m.snapshot, m.last_seq, m.created_at, t.bot, p.bot_level
+             FROM matches m
+             JOIN bot_turns t ON t.match_id = m.id
+             JOIN players p ON p.id = t.bot AND p.bot_level IS NOT NULL
+             WHERE m.id = $1 AND t.match_id = $1
+               AND ((t.since <= $3 AND (t.setup OR t.since <= $2)) OR t.deadline <= $4)
+             FOR UPDATE OF m, t SKIP LOCKED",
+        )
+        .bind(id)
+        .bind(settled)
+        .bind(setup_settled)
+        .bind(urgent)
+        .fetch_optional(&mut *conn)
+        .await?;
+        claimed.extend(turn);
+    }
+    Ok(claimed)
+}
+
+/// [`super::queue::claim_waiting`] on Citus: up to `limit` live waiting entries, longest
+/// waiting first, locked (skipping those another transaction holds); then the players in
+/// a live match (a read of every shard) are left out, so a sweep may claim fewer.
+pub(super) async fn claim_waiting(
+    conn: &mut PgConnection,
+    now: DateTime<Utc>,
+    limit: i64,
+) -> Result<Vec<super::queue::Entry>, StoreError> {
+    let entries: Vec<super::queue::Entry> = sqlx::query_as(
+        "SELECT player_id, ruleset, rating, joined_at, expires_at, match_id, paired_at
+         FROM queue_entries
+         WHERE match_id IS NULL AND expires_at > $1
+         ORDER BY joined_at, player_id
+         LIMIT $2
+         FOR UPDATE SKIP LOCKED",
+    )
+    .bind(now)
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await?;
+    if entries.is_empty() {
+        return Ok(entries);
+    }
+    let players: Vec<Uuid> = entries.iter().map(|entry| entry.player_id).collect();
+    let playing: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT p FROM unnest($1::uuid[]) AS p
+         WHERE p IN (SELECT creator FROM matches WHERE phase IN ('placement', 'battle')
+                     AND creator = ANY($1))
+            OR p IN (SELECT joiner FROM matches WHERE phase IN ('placement', 'battle')
+                     AND joiner = ANY($1))",
+    )
+    .bind(&players)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(entries
+        .into_iter()
+        .filter(|entry| !playing.contains(&entry.player_id))
+        .collect())
+}
