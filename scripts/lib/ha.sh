@@ -170,7 +170,43 @@ ha_up() {
     sleep 0.1
   done
   [ -n "$ok" ] || { tail -n 20 "$dir/haproxy-postgres.log" >&2 || true; die "the database front does not answer"; }
+  ha_wait_routed "$bindir"
   say "database front: leader on 127.0.0.1:$((HA_PORT + 80)), standby on 127.0.0.1:$((HA_PORT + 81))"
+}
+
+# HAProxy counts every server up until its first check, so a front that answers may still
+# hand the leader's port to the standby (a replica starting then fails to create its
+# database or migrate: read-only). Waits until the first checks have taken the standby out
+# of the leader's front and the leader out of the standby's (HAProxy logs each "is DOWN"),
+# then asks each front which server it reached.
+ha_wait_routed() {
+  local bindir=$1 dir leader standby node log routed="" primary="" replica=""
+  dir=$(ha_dir)
+  log="$dir/haproxy-postgres.log"
+  leader=$(ha_leader) || die "no node leads"
+  for node in $HA_NODES; do [ "$node" = "$leader" ] || standby=$node; done
+  for _ in $(seq 1 300); do
+    if grep -q "Server postgres_primary/pg$standby is DOWN" "$log" \
+      && grep -q "Server postgres_standby/pg$leader is DOWN" "$log"; then
+      routed=1
+      break
+    fi
+    pid_alive "$dir/haproxy-postgres.pid" || break
+    sleep 0.1
+  done
+  if [ -n "$routed" ]; then
+    primary=$(ha_in_recovery "$bindir" $((HA_PORT + 80)))
+    replica=$(ha_in_recovery "$bindir" $((HA_PORT + 81)))
+  fi
+  if [ "$primary" != f ] || [ "$replica" != t ]; then
+    tail -n 20 "$log" >&2 || true
+    die "the database front does not route to node $leader (leader) and node $standby (standby) within 30 s (leader front in recovery: '${primary}', standby front: '${replica}'); log: $log"
+  fi
+}
+
+# pg_is_in_recovery() of the server behind PORT: t (a standby), f (the leader), or nothing.
+ha_in_recovery() {
+  "$1/psql" -XAtq -h 127.0.0.1 -p "$2" -U postgres -d postgres -c 'SELECT pg_is_in_recovery()' 2>/dev/null || true
 }
 
 # Waits (up to N tenths of a second) until a node leads ("leader"), or until a node is the

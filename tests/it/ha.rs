@@ -108,6 +108,27 @@ impl Cluster {
         }
     }
 
+    /// The last lines of every log the cluster keeps (replicas, the database front, the
+    /// Patroni nodes), for a failure message that says why.
+    fn log_tails(state: &Path) -> String {
+        let mut logs: Vec<PathBuf> = [state.to_path_buf(), state.join("ha")]
+            .iter()
+            .filter_map(|dir| std::fs::read_dir(dir).ok())
+            .flatten()
+            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+            .filter(|path| path.extension().is_some_and(|ext| ext == "log"))
+            .collect();
+        logs.sort();
+        logs.iter()
+            .map(|path| {
+                let text = std::fs::read_to_string(path).unwrap_or_default();
+                let lines: Vec<&str> = text.lines().collect();
+                let tail = lines[lines.len().saturating_sub(30)..].join("\n");
+                format!("--- {} (last 30 lines)\n{tail}\n", path.display())
+            })
+            .collect()
+    }
+
     fn leader(state: &Path) -> String {
         Self::roles(state)
             .into_iter()
@@ -467,8 +488,9 @@ async fn the_database_fails_over_twice_and_no_acknowledged_move_is_lost() {
     };
     assert!(
         output.status.success(),
-        "scripts/cluster up --ha failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
+        "scripts/cluster up --ha failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stderr),
+        Cluster::log_tails(&state)
     );
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let lines: Vec<&str> = stdout.lines().collect();
