@@ -71,13 +71,7 @@ impl App {
         let who = viewer_of(state, viewer);
         Ok(events
             .into_iter()
-            .map(|stored| {
-                EventResource::new(
-                    &stored,
-                    state.redact(&stored.event, who),
-                    named.names.clone(),
-                )
-            })
+            .map(|stored| EventResource::new(&stored, state, who, named.names.clone()))
             .collect())
     }
 

@@ -38,6 +38,66 @@ pub fn complete(doc: &mut OpenApi) {
     link_created_resources(doc);
     discriminate(doc, "EventResource", "Event", "Event");
     discriminate(doc, "Notice", "NoticeData", "Notice");
+    record_on_finish(doc);
+    match_stream_events(doc);
+}
+
+/// The record travels on `match_finished` alone (always there, as the match is over by
+/// then), so the other event kinds do not declare it.
+fn record_on_finish(doc: &mut OpenApi) {
+    let Some(components) = doc.components.as_mut() else {
+        return;
+    };
+    for (name, schema) in components.schemas.iter_mut() {
+        let RefOr::T(Schema::Object(object)) = schema else {
+            continue;
+        };
+        if !name.ends_with("Event") || !object.properties.contains_key("record") {
+            continue;
+        }
+        if name == "MatchFinishedEvent" {
+            require(object, &["record"]);
+        } else {
+            object.properties.remove("record");
+            object.required.retain(|field| field != "record");
+        }
+    }
+}
+
+/// A match stream's data is the `state` snapshot or one of the events: one flat `oneOf`
+/// of `MatchState` and every `EventResource` variant, discriminated by `kind`, so
+/// generators see one level of variants.
+fn match_stream_events(doc: &mut OpenApi) {
+    use utoipa::openapi::schema::{Discriminator, OneOfBuilder};
+    let Some(components) = doc.components.as_mut() else {
+        return;
+    };
+    let (Some(RefOr::T(Schema::OneOf(stream))), Some(RefOr::T(Schema::OneOf(events)))) = (
+        components.schemas.get("MatchStreamEvent").cloned(),
+        components.schemas.get("EventResource").cloned(),
+    ) else {
+        return;
+    };
+    let mut discriminator = Discriminator::new("kind");
+    discriminator.mapping.insert(
+        "state".to_owned(),
+        "#/components/schemas/MatchState".to_owned(),
+    );
+    if let Some(event_kinds) = &events.discriminator {
+        discriminator.mapping.extend(event_kinds.mapping.clone());
+    }
+    let mut one_of = OneOfBuilder::new()
+        .description(stream.description.clone())
+        .item(Ref::from_schema_name("MatchState"));
+    for item in events.items {
+        one_of = one_of.item(item);
+    }
+    components.schemas.insert(
+        "MatchStreamEvent".to_owned(),
+        RefOr::T(Schema::OneOf(
+            one_of.discriminator(Some(discriminator)).build(),
+        )),
+    );
 }
 
 /// `shot_fired` → `ShotFired`.

@@ -87,7 +87,13 @@ pub struct HttpSettings {
         license(name = "MIT OR Apache-2.0", identifier = "MIT OR Apache-2.0")
     ),
     servers((url = "/", description = "The server this document is served from")),
-    components(schemas(error::Problem, stream::Notice, crate::app::EventResource)),
+    components(schemas(
+        error::Problem,
+        stream::Notice,
+        stream::MatchStreamEvent,
+        crate::app::EventResource,
+        crate::app::MatchState
+    )),
     modifiers(&BearerAuth),
     tags(
         (name = "players", description = "Registration and profiles"),

@@ -18,9 +18,8 @@ use uuid::Uuid;
 use super::AppState;
 use super::error::{ApiError, ErrorCode, Problem};
 use super::extract::{ApiPath, ApiQuery, Authenticated};
-use crate::app::EventResource;
 use crate::auth::Verified;
-use crate::live::{Feed, LiveError, Topic};
+use crate::live::{Feed, LiveError, MatchItem, Topic};
 use crate::store::notices::Notice as StoredNotice;
 
 /// What a notice says, by kind (the schema of each kind's own fields; the service stores
@@ -77,6 +76,17 @@ pub struct Notice {
     names: std::collections::BTreeMap<Uuid, String>,
 }
 
+/// The `data` of one match stream event: first, on a stream opened without a resume point,
+/// the caller's view (`kind` `state`), then the match's events, one schema per `kind`.
+#[derive(serde::Serialize, ToSchema)]
+#[serde(untagged)]
+// Only a schema: never built.
+#[allow(dead_code, clippy::large_enum_variant)]
+pub enum MatchStreamEvent {
+    State(crate::app::MatchState),
+    Event(crate::app::EventResource),
+}
+
 /// Largest resume point: the largest integer a JavaScript client holds exactly, far beyond
 /// any sequence number, and far enough from `i64::MAX` that no arithmetic on it overflows.
 pub const CURSOR_MAX: i64 = (1 << 53) - 1;
@@ -100,10 +110,10 @@ pub struct StreamQuery {
     pub after: Option<i64>,
 }
 
-/// Where a stream starts: `Last-Event-ID`, else `?after`, else the beginning. Either must
-/// be a whole number from 0 to [`CURSOR_MAX`]: a bad header is `invalid_last_event_id`, a
-/// bad `?after` is `invalid_query`.
-fn resume_point(headers: &HeaderMap, query: &StreamQuery) -> Result<i64, ApiError> {
+/// Where a stream resumes: `Last-Event-ID`, else `?after`, else nowhere (`None`: a fresh
+/// stream). Either must be a whole number from 0 to [`CURSOR_MAX`]: a bad header is
+/// `invalid_last_event_id`, a bad `?after` is `invalid_query`.
+fn resume_point(headers: &HeaderMap, query: &StreamQuery) -> Result<Option<i64>, ApiError> {
     let in_range = |n: i64| (0..=CURSOR_MAX).contains(&n);
     if let Some(value) = headers.get("last-event-id") {
         let text = value.to_str().unwrap_or_default().trim();
@@ -112,6 +122,7 @@ fn resume_point(headers: &HeaderMap, query: &StreamQuery) -> Result<i64, ApiErro
                 .parse::<i64>()
                 .ok()
                 .filter(|n| in_range(*n))
+                .map(Some)
                 .ok_or_else(|| {
                     ApiError::new(
                         StatusCode::BAD_REQUEST,
@@ -125,8 +136,8 @@ fn resume_point(headers: &HeaderMap, query: &StreamQuery) -> Result<i64, ApiErro
         }
     }
     match query.after {
-        None => Ok(0),
-        Some(after) if in_range(after) => Ok(after),
+        None => Ok(None),
+        Some(after) if in_range(after) => Ok(Some(after)),
         Some(_) => Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             ErrorCode::InvalidQuery,
@@ -164,15 +175,22 @@ fn live_error(error: LiveError) -> Response {
     }
 }
 
-/// A match event: `id:` its sequence number, `event:` its kind, `data:` the
-/// `EventResource`, as in `GET /v1/matches/{id}/events`.
-fn event_sse(resource: EventResource) -> Result<Event, Infallible> {
-    let kind = resource.event.kind();
-    let data = serde_json::to_string(&resource).unwrap_or_else(|_| "{}".to_owned());
+/// A match stream's item: the caller's view (`event: state`, `id:` its `seq`, `data:` a
+/// `MatchState`) or an event (`id:` its sequence number, `event:` its kind, `data:` the
+/// `EventResource`, as in `GET /v1/matches/{id}/events`).
+fn match_sse(item: MatchItem) -> Result<Event, Infallible> {
+    let (seq, kind, data) = match item {
+        MatchItem::State(state) => (state.seq, "state", serde_json::to_string(&state)),
+        MatchItem::Event(resource) => (
+            resource.seq,
+            resource.event.kind(),
+            serde_json::to_string(&resource),
+        ),
+    };
     Ok(Event::default()
-        .id(resource.seq.to_string())
+        .id(seq.to_string())
         .event(kind)
-        .data(data))
+        .data(data.unwrap_or_else(|_| "{}".to_owned())))
 }
 
 /// A notice: `id:` its number on the caller's feed, `event:` its kind, `data:` a `Notice`.
@@ -227,11 +245,13 @@ fn sse<T: Topic>(
 }
 
 /// A match's events as server-sent events, redacted for the caller (participant or
-/// spectator): first those after `Last-Event-ID` (or `?after`), then live ones. Each has
+/// spectator). Opened without a resume point, the first event is `state`: the caller's
+/// whole view (`id:` its `seq`), then the events after it. With `Last-Event-ID` (or
+/// `?after`) the stream continues after that point with no new `state`. Each event has
 /// `id:` = its sequence number, `event:` = its kind, and `data:` = an `EventResource`, the
 /// same JSON object as in `GET /v1/matches/{id}/events`. A comment line is sent every 15 s
-/// of silence. The stream ends after the event that ends the match, when the whole record
-/// is public.
+/// of silence. The stream ends after the event that ends the match; a `match_finished`
+/// carries the whole record.
 #[utoipa::path(
     get, path = "/v1/matches/{id}/stream", tag = "live",
     params(
@@ -241,7 +261,7 @@ fn sse<T: Topic>(
     ),
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "Server-sent events (see docs/live.md): each event's `id:` is its `seq`, `event:` its `kind`, and `data:` one JSON object of the schema given here, which types one event's data rather than the whole body. A comment line (`:`) keeps an idle stream open.", content_type = "text/event-stream", body = EventResource),
+        (status = 200, description = "Server-sent events (see docs/live.md): each event's `id:` is its `seq`, `event:` its `kind`, and `data:` one JSON object of the schema given here, which types one event's data rather than the whole body. Without a resume point the first event is `state` (the caller's view at its `seq`); a `match_finished` carries the `record`. A comment line (`:`) keeps an idle stream open.", content_type = "text/event-stream", body = MatchStreamEvent),
         (status = 204, description = "The match is over and the caller has every event: nothing will follow (an EventSource stops reconnecting)"),
         (status = 400, description = "`invalid_last_event_id` (not a whole number from 0 to 2^53 − 1), `invalid_query` (likewise for the after parameter, or an unknown parameter)", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
@@ -263,7 +283,7 @@ async fn match_stream(
         Err(error) => return error.into_response(),
     };
     match state.live.match_feed(id, caller, after).await {
-        Ok(Some(feed)) => sse(&state, feed, token, event_sse),
+        Ok(Some(feed)) => sse(&state, feed, token, match_sse),
         Ok(None) => StatusCode::NO_CONTENT.into_response(),
         Err(error) => live_error(error),
     }
@@ -299,7 +319,7 @@ async fn player_stream(
         Ok(after) => after,
         Err(error) => return error.into_response(),
     };
-    match state.live.player_feed(caller, after).await {
+    match state.live.player_feed(caller, after.unwrap_or(0)).await {
         Ok(feed) => sse(&state, feed, token, notice_sse),
         Err(error) => live_error(error),
     }
