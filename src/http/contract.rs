@@ -17,7 +17,8 @@ use super::extract::{IDEMPOTENCY_KEY_MAX, IDEMPOTENCY_KEY_PATTERN};
 
 /// Applies every completion below to `doc`.
 pub fn complete(doc: &mut OpenApi) {
-    for item in doc.paths.paths.values_mut() {
+    for (path, item) in doc.paths.paths.iter_mut() {
+        let limited = !super::limits::exempt(path);
         let operations = [
             item.get.as_mut(),
             item.put.as_mut(),
@@ -32,6 +33,9 @@ pub fn complete(doc: &mut OpenApi) {
             shared_headers(operation);
             shared_problems(operation);
             describe_responses(operation);
+            if limited {
+                rate_limit_headers(operation);
+            }
         }
     }
     typed_views(doc);
@@ -438,6 +442,47 @@ fn shared_headers(operation: &mut Operation) {
                     .build(),
             )));
         }
+    }
+}
+
+/// Every answer of a rate-limited route says where its caller stands (when limits are on):
+/// the draft IETF `RateLimit-Policy` and `RateLimit` headers of the limit with the least
+/// room left (docs/security.md). Declared on the answers a client paces itself by (2xx,
+/// 3xx and 429); refusals of other kinds carry them too.
+fn rate_limit_headers(operation: &mut Operation) {
+    let header = |description: &str, example: &str| {
+        HeaderBuilder::new()
+            .schema(Some(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .max_length(Some(200))
+                    .examples([serde_json::Value::String(example.to_owned())]),
+            ))
+            .description(Some(description.to_owned()))
+            .build()
+            .into()
+    };
+    for (status, response) in operation.responses.responses.iter_mut() {
+        let RefOr::T(response) = response else {
+            continue;
+        };
+        if !(status.starts_with('2') || status.starts_with('3') || status == "429") {
+            continue;
+        }
+        response.headers.insert(
+            "RateLimit-Policy".to_owned(),
+            header(
+                "The limit this answer reports: `\"name\";q=<burst>;w=<seconds a spent burst takes to come back>`; `name` is `address`, `player`, `register` or `login`",
+                "\"player\";q=100;w=2",
+            ),
+        );
+        response.headers.insert(
+            "RateLimit".to_owned(),
+            header(
+                "Where the caller stands on that limit: `\"name\";r=<requests left>;t=<seconds until the burst is whole again>` (`r=0` on a 429)",
+                "\"player\";r=97;t=1",
+            ),
+        );
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod accounts;
 mod bots;
+mod conditional;
 mod contract;
 pub mod error;
 pub mod extract;
@@ -25,6 +26,8 @@ use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use metrics_exporter_prometheus::PrometheusHandle;
+use tower_http::compression::predicate::{NotForContentType, Predicate, SizeAbove};
+use tower_http::compression::{CompressionLayer, CompressionLevel};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::set_header::SetResponseHeaderLayer;
@@ -39,6 +42,11 @@ use error::{ApiError, ErrorCode};
 
 /// Largest accepted request body.
 pub const BODY_LIMIT_BYTES: usize = 16 * 1024;
+
+/// Answers at least this large are compressed (gzip or brotli, as the client accepts):
+/// below it the saving does not pay for the work. Event streams never are (each event
+/// must reach the client the moment it is written).
+pub const COMPRESS_FROM_BYTES: u64 = 1024;
 
 /// Who may read `/metrics` on the API's own address.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -171,6 +179,7 @@ pub fn app(state: AppState, settings: &HttpSettings) -> Router {
             StatusCode::REQUEST_TIMEOUT,
             timeout,
         ))
+        .layer(compression())
         .layer(cors(&settings.cors_origins))
         // Every answer: never sniffed as another type; never cached unless a route says
         // otherwise (answers carry tokens and per-player views).
@@ -193,6 +202,20 @@ pub fn app(state: AppState, settings: &HttpSettings) -> Router {
 pub(crate) const CACHE_PUBLIC: (header::HeaderName, &str) =
     (header::CACHE_CONTROL, "public, max-age=300");
 
+fn compression() -> CompressionLayer<impl Predicate> {
+    CompressionLayer::new()
+        .no_deflate()
+        .no_zstd()
+        // The default levels cost more CPU than small JSON answers repay.
+        .quality(CompressionLevel::Fastest)
+        .compress_when(
+            SizeAbove::new(COMPRESS_FROM_BYTES)
+                .and(NotForContentType::SSE)
+                .and(NotForContentType::GRPC)
+                .and(NotForContentType::IMAGES),
+        )
+}
+
 fn cors(origins: &[String]) -> CorsLayer {
     let allow = if origins.iter().any(|origin| origin == "*") {
         AllowOrigin::any()
@@ -209,18 +232,19 @@ fn cors(origins: &[String]) -> CorsLayer {
         .allow_headers([
             axum::http::header::AUTHORIZATION,
             axum::http::header::CONTENT_TYPE,
+            axum::http::header::IF_NONE_MATCH,
             HeaderName::from_static("idempotency-key"),
             HeaderName::from_static("last-event-id"),
         ])
+        // Exactly the headers the service sends beyond the CORS-safelisted ones.
         .expose_headers([
+            axum::http::header::ETAG,
+            axum::http::header::LOCATION,
             axum::http::header::RETRY_AFTER,
             axum::http::header::WWW_AUTHENTICATE,
             HeaderName::from_static("x-request-id"),
             HeaderName::from_static("ratelimit"),
             HeaderName::from_static("ratelimit-policy"),
-            HeaderName::from_static("ratelimit-limit"),
-            HeaderName::from_static("ratelimit-remaining"),
-            HeaderName::from_static("ratelimit-reset"),
         ])
         .max_age(Duration::from_secs(600))
 }

@@ -193,7 +193,12 @@ async fn browsers_may_read_the_retry_request_id_and_rate_limit_headers(pool: PgP
         .to_str()
         .unwrap()
         .to_ascii_lowercase();
-    for header in ["retry-after", "x-request-id", "ratelimit-remaining"] {
+    for header in [
+        "retry-after",
+        "x-request-id",
+        "ratelimit",
+        "ratelimit-policy",
+    ] {
         assert!(exposed.contains(header), "{header} in {exposed}");
     }
 }

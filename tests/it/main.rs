@@ -11,6 +11,7 @@ mod api;
 mod audit;
 mod bot_strategies;
 mod bots;
+mod caching;
 mod clock;
 mod cluster;
 mod contract;
