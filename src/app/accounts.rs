@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::idempotency::{Idempotency, claim_or_replay};
+use super::idempotency::{Idempotency, claim_or_replay, remember};
 use super::resources::PlayerProfile;
 use super::{App, AppError, Result};
 use crate::accounts::password::{self, Password};
@@ -271,13 +271,25 @@ impl App {
         }
     }
 
-    /// A fresh token for the holder of a still valid one.
-    pub async fn refresh(&self, token: Verified) -> Result<Session> {
+    /// A fresh token for the holder of a still valid one. A retry with the same
+    /// `idempotency` key answers the token the first request issued.
+    pub async fn refresh(
+        &self,
+        token: Verified,
+        idempotency: Option<&Idempotency>,
+    ) -> Result<Session> {
+        let mut tx = self.pool().begin().await?;
+        if let Some(answer) = claim_or_replay(&mut tx, token.player, idempotency).await? {
+            return serde_json::from_value(answer).map_err(|e| AppError::Corrupt(e.to_string()));
+        }
         let (at, name) =
-            store::accounts::issue_instant(self.pool(), token.player, Some(presented(token)))
+            store::accounts::issue_instant(&mut *tx, token.player, Some(presented(token)))
                 .await?
                 .ok_or(AppError::Revoked)?;
-        self.issue(token.player, name, at)
+        let session = self.issue(token.player, name, at)?;
+        remember(&mut tx, token.player, idempotency, &session).await?;
+        tx.commit().await?;
+        Ok(session)
     }
 
     /// Revokes every token of the caller issued so far, on every replica, and issues a new

@@ -389,6 +389,18 @@ fn shared_problems(operation: &mut Operation) {
             "no valid bearer token",
         );
     }
+    add_problem(
+        operation,
+        408,
+        ErrorCode::RequestTimeout,
+        "the answer did not start within the request timeout, 15 s by default",
+    );
+    add_problem(
+        operation,
+        431,
+        ErrorCode::HeadersTooLarge,
+        "the request line and headers are over 32 KiB",
+    );
     let system = operation
         .tags
         .as_ref()

@@ -31,7 +31,6 @@ use tower_http::compression::{CompressionLayer, CompressionLevel};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::set_header::SetResponseHeaderLayer;
-use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
@@ -175,10 +174,10 @@ pub fn app(state: AppState, settings: &HttpSettings) -> Router {
             limits::enforce,
         ))
         .layer(middleware::from_fn(record_metrics))
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            timeout,
-        ))
+        .layer(middleware::from_fn(move |request: Request, next: Next| {
+            answer_within(timeout, request, next)
+        }))
+        .layer(middleware::from_fn(limit_head))
         .layer(compression())
         .layer(cors(&settings.cors_origins))
         // Every answer: never sniffed as another type; never cached unless a route says
@@ -247,6 +246,52 @@ fn cors(origins: &[String]) -> CorsLayer {
             HeaderName::from_static("ratelimit-policy"),
         ])
         .max_age(Duration::from_secs(600))
+}
+
+/// Largest request head (request line and headers) the service reads; a larger one is
+/// answered `431 headers_too_large`. The connection's buffer holds twice as much
+/// (`server`), so such a head still reaches this check and gets a coded answer; only a
+/// head beyond the buffer, or of more than 100 header fields, gets hyper's bare 431.
+pub const MAX_HEAD_BYTES: usize = 32 * 1024;
+
+/// The answer must start within `limit`, else `408 request_timeout` (the body of an event
+/// stream is not timed: only its start).
+async fn answer_within(limit: Duration, request: Request, next: Next) -> Response {
+    use axum::response::IntoResponse;
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            ErrorCode::RequestTimeout,
+            format!(
+                "the answer took longer than {} s; the request may or may not have taken \
+                 effect: retry it with the same Idempotency-Key",
+                limit.as_secs_f64()
+            ),
+        )
+        .into_response(),
+    }
+}
+
+/// Refuses a request whose head is over [`MAX_HEAD_BYTES`].
+async fn limit_head(request: Request, next: Next) -> Response {
+    use axum::response::IntoResponse;
+    // Each header line is `name: value\r\n`; the request line is about the target's length.
+    let head: usize = request.uri().to_string().len()
+        + request
+            .headers()
+            .iter()
+            .map(|(name, value)| name.as_str().len() + value.len() + 4)
+            .sum::<usize>();
+    if head > MAX_HEAD_BYTES {
+        return ApiError::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            ErrorCode::HeadersTooLarge,
+            format!("the request head is {head} bytes; at most {MAX_HEAD_BYTES} are read"),
+        )
+        .into_response();
+    }
+    next.run(request).await
 }
 
 async fn fallback() -> ApiError {

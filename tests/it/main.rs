@@ -26,6 +26,7 @@ mod ladder;
 mod live;
 mod matches;
 mod queue;
+mod refusals;
 mod root_home;
 mod scale;
 mod store;
