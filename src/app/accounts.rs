@@ -321,3 +321,57 @@ impl App {
         Ok(session)
     }
 }
+
+/// Seconds a stream ticket stays valid: long enough to open a stream right after asking.
+pub const STREAM_TICKET_SECONDS: i64 = 60;
+
+/// A short-lived, single-use stand-in for the bearer token on the two stream endpoints
+/// (`?ticket=`), for a browser's `EventSource`, which cannot send headers.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct StreamTicket {
+    /// 64 hex digits; opens one stream, once.
+    #[schema(pattern = "^[0-9a-f]{64}$", min_length = 64, max_length = 64)]
+    pub ticket: String,
+    /// Seconds the ticket stays valid.
+    pub expires_in: i64,
+}
+
+/// Only a digest of a ticket is stored, so the table never holds a usable one.
+fn ticket_digest(ticket: &str) -> Vec<u8> {
+    use sha2::Digest;
+    sha2::Sha256::digest(ticket.as_bytes()).to_vec()
+}
+
+impl App {
+    /// A stream ticket for the holder of `token`, valid until the token is revoked or
+    /// [`STREAM_TICKET_SECONDS`] pass, whichever is first.
+    pub async fn issue_stream_ticket(&self, token: Verified) -> Result<StreamTicket> {
+        let mut bytes = [0u8; 32];
+        rand::Rng::fill(&mut rand::rng(), &mut bytes);
+        let ticket = hex::encode(bytes);
+        store::tickets::issue(
+            self.pool(),
+            &ticket_digest(&ticket),
+            token.player,
+            token.issued_micros,
+            STREAM_TICKET_SECONDS,
+        )
+        .await?;
+        Ok(StreamTicket {
+            ticket,
+            expires_in: STREAM_TICKET_SECONDS,
+        })
+    }
+
+    /// Takes a stream ticket: the token it stands for (whose revocation the caller still
+    /// checks). An unknown, expired or already used ticket is `Revoked`.
+    pub async fn redeem_stream_ticket(&self, ticket: &str) -> Result<Verified> {
+        let (player, issued_micros) = store::tickets::redeem(self.pool(), &ticket_digest(ticket))
+            .await?
+            .ok_or(AppError::Revoked)?;
+        Ok(Verified {
+            player,
+            issued_micros,
+        })
+    }
+}

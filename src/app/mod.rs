@@ -24,7 +24,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-pub use accounts::{Me, Session};
+pub use accounts::{Me, STREAM_TICKET_SECONDS, Session, StreamTicket};
 pub use bots::{BotBatch, BotProfile, BotWindow};
 pub use clocks::Expired;
 pub use error::{AppError, Result};

@@ -191,7 +191,17 @@ pub fn app(state: AppState, settings: &HttpSettings) -> Router {
             HeaderValue::from_static("no-store"),
         ))
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
-        .layer(TraceLayer::new_for_http())
+        // Spans name the path, never the query: a stream ticket travels in it.
+        .layer(
+            TraceLayer::new_for_http().make_span_with(|request: &Request| {
+                tracing::debug_span!(
+                    "request",
+                    method = %request.method(),
+                    path = %request.uri().path(),
+                    version = ?request.version(),
+                )
+            }),
+        )
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
         .with_state(state)
 }

@@ -17,7 +17,8 @@ use uuid::Uuid;
 
 use super::AppState;
 use super::error::{ApiError, ErrorCode, Problem};
-use super::extract::{ApiPath, ApiQuery, Authenticated};
+use super::extract::{ApiPath, ApiQuery, Authenticated, bearer};
+use crate::app::StreamTicket;
 use crate::auth::Verified;
 use crate::live::{Feed, LiveError, MatchItem, Topic};
 use crate::store::notices::Notice as StoredNotice;
@@ -98,6 +99,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(match_stream))
         .routes(routes!(player_stream))
+        .routes(routes!(stream_ticket))
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -108,6 +110,61 @@ pub struct StreamQuery {
     /// header, as sent by a reconnecting client, takes precedence.
     #[param(minimum = 0, maximum = 9_007_199_254_740_991_i64)]
     pub after: Option<i64>,
+    /// A stream ticket (`POST /v1/stream-tickets`) instead of the `Authorization` header,
+    /// for `EventSource`; single use. Ignored when the header is sent.
+    #[param(pattern = "^[0-9a-f]{64}$", min_length = 64, max_length = 64)]
+    pub ticket: Option<String>,
+}
+
+/// Who opens a stream: the bearer token's holder, or, without the header, the holder of
+/// the token a ticket was issued for (the ticket is used up, and the token must still be
+/// valid).
+async fn stream_caller(
+    state: &AppState,
+    headers: &HeaderMap,
+    query: &StreamQuery,
+) -> Result<Verified, ApiError> {
+    let ticket = match &query.ticket {
+        Some(ticket) if !headers.contains_key(header::AUTHORIZATION) => ticket,
+        _ => return bearer(state, headers).await,
+    };
+    let verified = state
+        .app
+        .redeem_stream_ticket(ticket)
+        .await
+        .map_err(|error| match error {
+            crate::app::AppError::Revoked => ApiError::unauthorized(
+                "the stream ticket is unknown, expired or already used; ask for another",
+            ),
+            other => ApiError::from(other),
+        })?;
+    state
+        .live
+        .revocations()
+        .admit(verified)
+        .await
+        .map_err(crate::app::AppError::from)?;
+    Ok(verified)
+}
+
+/// A stream ticket: a short-lived, single-use stand-in for the bearer token, accepted as
+/// `?ticket=` by `GET /v1/matches/{id}/stream` and `GET /v1/stream` (and nowhere else), so
+/// a browser's `EventSource`, which cannot send headers, can open them. It is good for
+/// one stream within `expires_in` seconds, and no longer than the token it was issued
+/// for. Tickets are never logged, and only their digests are stored.
+#[utoipa::path(
+    post, path = "/v1/stream-tickets", tag = "live",
+    security(("bearer" = [])),
+    responses(
+        (status = 201, description = "A ticket for one stream", body = StreamTicket),
+    )
+)]
+async fn stream_ticket(
+    State(state): State<AppState>,
+    Authenticated(token): Authenticated,
+) -> Result<Response, ApiError> {
+    let ticket = state.app.issue_stream_ticket(token).await?;
+    Ok((StatusCode::CREATED, axum::Json(ticket)).into_response())
 }
 
 /// Where a stream resumes: `Last-Event-ID`, else `?after`, else nowhere (`None`: a fresh
@@ -259,7 +316,7 @@ fn sse<T: Topic>(
         ("Last-Event-ID" = Option<i64>, Header, description = "Resume after this sequence number"),
         StreamQuery,
     ),
-    security(("bearer" = [])),
+    security(("bearer" = []), ()),
     responses(
         (status = 200, description = "Server-sent events (see docs/live.md): each event's `id:` is its `seq`, `event:` its `kind`, and `data:` one JSON object of the schema given here, which types one event's data rather than the whole body. Without a resume point the first event is `state` (the caller's view at its `seq`); a `match_finished` carries the `record`. A comment line (`:`) keeps an idle stream open.", content_type = "text/event-stream", body = MatchStreamEvent),
         (status = 204, description = "The match is over and the caller has every event: nothing will follow (an EventSource stops reconnecting)"),
@@ -272,16 +329,20 @@ fn sse<T: Topic>(
 )]
 async fn match_stream(
     State(state): State<AppState>,
-    Authenticated(token): Authenticated,
     ApiPath(id): ApiPath<Uuid>,
     ApiQuery(query): ApiQuery<StreamQuery>,
     headers: HeaderMap,
 ) -> Response {
-    let caller = token.player;
+    // The resume point first: a refused request must not use up its ticket.
     let after = match resume_point(&headers, &query) {
         Ok(after) => after,
         Err(error) => return error.into_response(),
     };
+    let token = match stream_caller(&state, &headers, &query).await {
+        Ok(token) => token,
+        Err(error) => return error.into_response(),
+    };
+    let caller = token.player;
     match state.live.match_feed(id, caller, after).await {
         Ok(Some(feed)) => sse(&state, feed, token, match_sse),
         Ok(None) => StatusCode::NO_CONTENT.into_response(),
@@ -299,7 +360,7 @@ async fn match_stream(
         ("Last-Event-ID" = Option<i64>, Header, description = "Resume after this notice number"),
         StreamQuery,
     ),
-    security(("bearer" = [])),
+    security(("bearer" = []), ()),
     responses(
         (status = 200, description = "Server-sent events (see docs/live.md): each notice's `id:` is its `seq`, `event:` its `kind`, and `data:` one JSON object of the schema given here, which types one notice rather than the whole body. A comment line (`:`) keeps an idle stream open.", content_type = "text/event-stream", body = Notice),
         (status = 400, description = "`invalid_last_event_id` (not a whole number from 0 to 2^53 − 1), `invalid_query` (likewise for the after parameter, or an unknown parameter)", body = Problem, content_type = "application/problem+json"),
@@ -310,15 +371,19 @@ async fn match_stream(
 )]
 async fn player_stream(
     State(state): State<AppState>,
-    Authenticated(token): Authenticated,
     ApiQuery(query): ApiQuery<StreamQuery>,
     headers: HeaderMap,
 ) -> Response {
-    let caller = token.player;
+    // The resume point first: a refused request must not use up its ticket.
     let after = match resume_point(&headers, &query) {
         Ok(after) => after,
         Err(error) => return error.into_response(),
     };
+    let token = match stream_caller(&state, &headers, &query).await {
+        Ok(token) => token,
+        Err(error) => return error.into_response(),
+    };
+    let caller = token.player;
     match state.live.player_feed(caller, after.unwrap_or(0)).await {
         Ok(feed) => sse(&state, feed, token, notice_sse),
         Err(error) => live_error(error),

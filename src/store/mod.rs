@@ -15,6 +15,7 @@ pub mod rematch;
 pub mod replicas;
 pub mod settings;
 pub mod streams;
+pub mod tickets;
 
 use sqlx::PgPool;
 use sqlx::migrate::MigrateDatabase;

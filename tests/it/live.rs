@@ -875,3 +875,114 @@ async fn the_final_event_carries_the_record(pool: PgPool) {
     assert_eq!(&state.data["view"]["record"], record);
     late.expect_end().await;
 }
+
+async fn ticket(app: &TestApp, token: &str) -> String {
+    let reply = app.post("/v1/stream-tickets", token, json!({})).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:?}", reply.body);
+    assert_eq!(reply.body["expires_in"], 60);
+    let ticket = reply.body["ticket"].as_str().unwrap().to_owned();
+    assert_eq!(ticket.len(), 64);
+    ticket
+}
+
+/// A stream request with a ticket and no `Authorization` header.
+async fn with_ticket(app: &TestApp, path: &str, ticket: &str) -> reqwest::Response {
+    app.client
+        .get(app.url(&format!("{path}?ticket={ticket}")))
+        .send()
+        .await
+        .unwrap()
+}
+
+#[sqlx::test]
+async fn a_stream_ticket_opens_one_stream_once(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let (id, shooter, target) = app.battle_match("statki").await;
+    let path = format!("/v1/matches/{id}/stream");
+
+    let first = ticket(&app, &target.token).await;
+    let response = with_ticket(&app, &path, &first).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut stream = SseClient {
+        body: Box::pin(
+            response
+                .bytes_stream()
+                .map(|chunk| chunk.map(|bytes| bytes.to_vec())),
+        ),
+        buffer: String::new(),
+        comments: 0,
+        raw: String::new(),
+    };
+    let state = stream.next().await.expect("the state");
+    assert_eq!(state.kind(), "state");
+    assert_eq!(
+        state.data["view"]["you"],
+        target.id.as_str(),
+        "the ticket's player"
+    );
+    fire(&app, &id, &shooter, "B2").await;
+    assert_eq!(stream.next().await.unwrap().kind(), "shot_fired");
+
+    // Single use.
+    let again = with_ticket(&app, &path, &first).await;
+    assert_eq!(again.status(), StatusCode::UNAUTHORIZED);
+    // The player feed takes one too; other routes do not.
+    let feed = ticket(&app, &target.token).await;
+    assert_eq!(
+        with_ticket(&app, "/v1/stream", &feed).await.status(),
+        StatusCode::OK
+    );
+    let elsewhere = ticket(&app, &target.token).await;
+    let me = app
+        .client
+        .get(app.url(&format!("/v1/me?ticket={elsewhere}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(me.status(), StatusCode::UNAUTHORIZED);
+
+    // A refused request does not use its ticket up.
+    let kept = ticket(&app, &target.token).await;
+    let refused = app
+        .client
+        .get(app.url(&format!("{path}?ticket={kept}")))
+        .header("Last-Event-ID", "seven")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(
+        with_ticket(&app, &path, &kept).await.status(),
+        StatusCode::OK
+    );
+
+    // An expired ticket is refused; only digests are stored.
+    let stale = ticket(&app, &target.token).await;
+    let stored: Vec<Vec<u8>> = sqlx::query_scalar("SELECT digest FROM stream_tickets")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert!(stored.iter().all(|digest| digest.len() == 32));
+    assert!(!stored.iter().any(|digest| digest == stale.as_bytes()));
+    sqlx::query("UPDATE stream_tickets SET expires_at = now() - interval '1 second'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        with_ticket(&app, &path, &stale).await.status(),
+        StatusCode::UNAUTHORIZED
+    );
+}
+
+#[sqlx::test]
+async fn a_ticket_dies_with_its_token(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let ala = app.register("ala").await;
+    let ticket = ticket(&app, &ala.token).await;
+    let revoked = app.delete("/v1/me/tokens", &ala.token).await;
+    assert_eq!(revoked.status, StatusCode::OK);
+    assert_eq!(
+        with_ticket(&app, "/v1/stream", &ticket).await.status(),
+        StatusCode::UNAUTHORIZED
+    );
+}
