@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::idempotency::{Idempotency, claim_or_replay};
+use super::idempotency::{Idempotency, claim_or_replay, remember};
 use super::resources::PlayerProfile;
 use super::{App, AppError, Result};
 use crate::accounts::password::{self, Password};
@@ -271,13 +271,25 @@ impl App {
         }
     }
 
-    /// A fresh token for the holder of a still valid one.
-    pub async fn refresh(&self, token: Verified) -> Result<Session> {
+    /// A fresh token for the holder of a still valid one. A retry with the same
+    /// `idempotency` key answers the token the first request issued.
+    pub async fn refresh(
+        &self,
+        token: Verified,
+        idempotency: Option<&Idempotency>,
+    ) -> Result<Session> {
+        let mut tx = self.pool().begin().await?;
+        if let Some(answer) = claim_or_replay(&mut tx, token.player, idempotency).await? {
+            return serde_json::from_value(answer).map_err(|e| AppError::Corrupt(e.to_string()));
+        }
         let (at, name) =
-            store::accounts::issue_instant(self.pool(), token.player, Some(presented(token)))
+            store::accounts::issue_instant(&mut *tx, token.player, Some(presented(token)))
                 .await?
                 .ok_or(AppError::Revoked)?;
-        self.issue(token.player, name, at)
+        let session = self.issue(token.player, name, at)?;
+        remember(&mut tx, token.player, idempotency, &session).await?;
+        tx.commit().await?;
+        Ok(session)
     }
 
     /// Revokes every token of the caller issued so far, on every replica, and issues a new
@@ -307,5 +319,59 @@ impl App {
             );
         }
         Ok(session)
+    }
+}
+
+/// Seconds a stream ticket stays valid: long enough to open a stream right after asking.
+pub const STREAM_TICKET_SECONDS: i64 = 60;
+
+/// A short-lived, single-use stand-in for the bearer token on the two stream endpoints
+/// (`?ticket=`), for a browser's `EventSource`, which cannot send headers.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct StreamTicket {
+    /// 64 hex digits; opens one stream, once.
+    #[schema(pattern = "^[0-9a-f]{64}$", min_length = 64, max_length = 64)]
+    pub ticket: String,
+    /// Seconds the ticket stays valid.
+    pub expires_in: i64,
+}
+
+/// Only a digest of a ticket is stored, so the table never holds a usable one.
+fn ticket_digest(ticket: &str) -> Vec<u8> {
+    use sha2::Digest;
+    sha2::Sha256::digest(ticket.as_bytes()).to_vec()
+}
+
+impl App {
+    /// A stream ticket for the holder of `token`, valid until the token is revoked or
+    /// [`STREAM_TICKET_SECONDS`] pass, whichever is first.
+    pub async fn issue_stream_ticket(&self, token: Verified) -> Result<StreamTicket> {
+        let mut bytes = [0u8; 32];
+        rand::Rng::fill(&mut rand::rng(), &mut bytes);
+        let ticket = hex::encode(bytes);
+        store::tickets::issue(
+            self.pool(),
+            &ticket_digest(&ticket),
+            token.player,
+            token.issued_micros,
+            STREAM_TICKET_SECONDS,
+        )
+        .await?;
+        Ok(StreamTicket {
+            ticket,
+            expires_in: STREAM_TICKET_SECONDS,
+        })
+    }
+
+    /// Takes a stream ticket: the token it stands for (whose revocation the caller still
+    /// checks). An unknown, expired or already used ticket is `Revoked`.
+    pub async fn redeem_stream_ticket(&self, ticket: &str) -> Result<Verified> {
+        let (player, issued_micros) = store::tickets::redeem(self.pool(), &ticket_digest(ticket))
+            .await?
+            .ok_or(AppError::Revoked)?;
+        Ok(Verified {
+            player,
+            issued_micros,
+        })
     }
 }

@@ -502,7 +502,7 @@ async fn execute(
         if !lane.in_transaction {
             lane.begin().await?;
         }
-        matches::lock_many(&mut *lane.conn, &settling).await?;
+        matches::lock_many(&mut lane.conn, &settling).await?;
     }
 
     // A batch decided from kept states whose changes are the write statement alone is that

@@ -406,10 +406,32 @@ pub async fn rematch_state(app: &App, match_id: Uuid) -> Result<RematchState> {
 /// `player` asks to play finished match `match_id` again. The first ask is an offer to
 /// the opponent; the opponent's ask while it stands starts the rematch, with the same rule
 /// set and rankedness and the seats swapped. Asking again is harmless: an offer is
-/// renewed, and after the start every ask answers the same new match.
+/// renewed, and after the start every ask answers the same new match. A retry with the
+/// same `idempotency` key answers the first answer and renews nothing.
 #[tracing::instrument(skip(app))]
-pub async fn ask_rematch(app: &App, match_id: Uuid, player: Uuid) -> Result<RematchState> {
+pub async fn ask_rematch(
+    app: &App,
+    match_id: Uuid,
+    player: Uuid,
+    idempotency: Option<&Idempotency>,
+) -> Result<Answer<RematchState>> {
     let mut tx = app.pool().begin().await?;
+    if let Some(answer) = claim_or_replay(&mut tx, player, idempotency).await? {
+        return Ok(Answer::Replayed(answer));
+    }
+    let answer = rematch_in(app, &mut tx, match_id, player).await?;
+    remember(&mut tx, player, idempotency, &answer).await?;
+    tx.commit().await?;
+    Ok(Answer::Fresh(answer))
+}
+
+/// [`ask_rematch`] inside its transaction.
+async fn rematch_in(
+    app: &App,
+    tx: &mut PgConnection,
+    match_id: Uuid,
+    player: Uuid,
+) -> Result<RematchState> {
     let (row, now) = matches::lock(&mut *tx, match_id)
         .await?
         .ok_or(AppError::NotFound("match"))?;
@@ -446,8 +468,8 @@ pub async fn ask_rematch(app: &App, match_id: Uuid, player: Uuid) -> Result<Rema
             state.player(1).unwrap_or(opponent),
             state.player(0).unwrap_or(player),
         );
-        let rematch_id = start_match(&mut tx, rules, ranked, first, second, now).await?;
-        rematch::record_started(&mut tx, match_id, rematch_id, now).await?;
+        let rematch_id = start_match(tx, rules, ranked, first, second, now).await?;
+        rematch::record_started(tx, match_id, rematch_id, now).await?;
         queue::drop_waiting(&mut *tx, &[first, second]).await?;
         let payload = |opponent: Uuid| {
             json!({
@@ -456,14 +478,13 @@ pub async fn ask_rematch(app: &App, match_id: Uuid, player: Uuid) -> Result<Rema
             })
         };
         push_notices(
-            &mut tx,
+            tx,
             vec![
                 (first, "rematch_started", payload(second)),
                 (second, "rematch_started", payload(first)),
             ],
         )
         .await?;
-        tx.commit().await?;
         return Ok(RematchState {
             match_id,
             status: RematchStatus::Started,
@@ -479,9 +500,8 @@ pub async fn ask_rematch(app: &App, match_id: Uuid, player: Uuid) -> Result<Rema
             "match_id": match_id, "from": player, "ruleset": ruleset, "ranked": ranked,
             "expires_at": expires_at,
         });
-        notices::push(&mut tx, opponent, "rematch_offered", &payload).await?;
+        notices::push(tx, opponent, "rematch_offered", &payload).await?;
     }
-    tx.commit().await?;
     let mut offers: Vec<RematchOffer> = offers
         .into_iter()
         .filter(|offer| offer.player_id != player)

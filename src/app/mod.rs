@@ -24,13 +24,14 @@ use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-pub use accounts::{Me, Session};
+pub use accounts::{Me, STREAM_TICKET_SECONDS, Session, StreamTicket};
 pub use bots::{BotBatch, BotProfile, BotWindow};
 pub use clocks::Expired;
 pub use error::{AppError, Result};
 pub use idempotency::{Answer, Idempotency};
 pub use resources::{
-    EventResource, MatchResource, NewMatch, OwnClock, PlayerProfile, ShotAnswer, ms_left, viewer_of,
+    EventResource, MatchResource, MatchState, NewMatch, OwnClock, PlayerProfile, ShotAnswer,
+    ms_left, viewer_of,
 };
 pub use write::EVENTS_CHANNEL;
 

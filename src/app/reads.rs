@@ -7,7 +7,8 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::{App, AppError, EVENTS_PAGE, EventResource, MatchResource, Result, viewer_of};
+use super::{App, AppError, EVENTS_PAGE, EventResource, MatchResource, Result, ms_left, viewer_of};
+use crate::engine::{Match, MatchResult, MatchRules, Phase, RuleSetId};
 use crate::store::listing::{self, Cursor, Listing};
 use crate::store::{self, players};
 
@@ -18,10 +19,68 @@ pub const LIST_PAGE_MAX: i64 = 100;
 /// A page of matches, newest first.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct MatchPage {
-    pub matches: Vec<MatchResource>,
+    pub matches: Vec<MatchSummary>,
     /// Pass as `after` for the next page; absent on the last page.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next: Option<String>,
+}
+
+/// A list entry: who plays what, where the match stands, and how it ended; nothing of
+/// either side (no shots, fleets or record). The caller's full view is
+/// `GET /v1/matches/{id}`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct MatchSummary {
+    pub id: Uuid,
+    pub ruleset: RuleSetId,
+    /// The rules as played (house options and clocks).
+    pub rules: MatchRules,
+    pub ranked: bool,
+    pub phase: Phase,
+    /// Seat order: creator first.
+    pub players: Vec<Uuid>,
+    /// Whom a direct challenge is for.
+    pub invited: Option<Uuid>,
+    /// The caller's id when they hold a seat.
+    pub you: Option<Uuid>,
+    pub turn: Option<Uuid>,
+    pub deadline: Option<DateTime<Utc>>,
+    /// Milliseconds until `deadline`, by the server's clock.
+    pub deadline_ms_left: Option<i64>,
+    pub result: Option<MatchResult>,
+    /// Sequence number of the latest event (the full view's `seq`).
+    pub seq: i64,
+    pub created_at: DateTime<Utc>,
+    /// The name of every player the entry names, by id.
+    pub names: std::collections::BTreeMap<Uuid, String>,
+}
+
+impl MatchSummary {
+    fn new(
+        row: &crate::store::matches::MatchRow,
+        names: std::collections::BTreeMap<Uuid, String>,
+        viewer: Uuid,
+        now: DateTime<Utc>,
+    ) -> Self {
+        let state: &Match = &row.state;
+        let seat = |seat: Option<usize>| seat.and_then(|seat| state.player(seat));
+        Self {
+            id: row.id,
+            ruleset: state.rules.ruleset,
+            rules: state.rules.effective(),
+            ranked: state.ranked,
+            phase: state.phase,
+            players: state.players(),
+            invited: state.invited,
+            you: seat(state.seat_of(viewer)),
+            turn: seat(state.turn),
+            deadline: state.deadline,
+            deadline_ms_left: ms_left(state.deadline, now),
+            result: state.result,
+            seq: row.last_seq,
+            created_at: row.created_at,
+            names,
+        }
+    }
 }
 
 /// The opaque cursor after a match: its creation time (microseconds) and id.
@@ -71,13 +130,7 @@ impl App {
         let who = viewer_of(state, viewer);
         Ok(events
             .into_iter()
-            .map(|stored| {
-                EventResource::new(
-                    &stored,
-                    state.redact(&stored.event, who),
-                    named.names.clone(),
-                )
-            })
+            .map(|stored| EventResource::new(&stored, state, who, named.names.clone()))
             .collect())
     }
 
@@ -112,19 +165,7 @@ impl App {
         let now = self.now().await?;
         let matches = rows
             .into_iter()
-            .map(|named| {
-                let row = named.row;
-                let mut resource = MatchResource::render(
-                    row.id,
-                    &row.state,
-                    row.last_seq,
-                    row.created_at,
-                    viewer,
-                    now,
-                );
-                resource.names = named.names;
-                resource
-            })
+            .map(|named| MatchSummary::new(&named.row, named.names, viewer, now))
             .collect();
         Ok(MatchPage { matches, next })
     }

@@ -10,8 +10,8 @@ use uuid::Uuid;
 
 use super::ladder::LadderStanding;
 use crate::engine::{
-    Cell, Clock, Event, HouseOptions, Match, MatchResult, MatchView, Outcome, Phase, RuleSetId,
-    SunkShip, Viewer,
+    Cell, Clock, Event, HouseOptions, Match, MatchResult, MatchView, OpenedFleet, Outcome, Phase,
+    RuleSetId, SunkShip, Viewer,
 };
 use crate::store::StoredEvent;
 
@@ -183,13 +183,29 @@ pub struct EventResource {
     pub deadline_ms_left: Option<i64>,
     /// The names of the match's players, by id.
     pub names: BTreeMap<Uuid, String>,
+    /// On `match_finished` only: both fleets opened with their salts, as the finished
+    /// view's `record`, so a stream's last event carries the whole record.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Vec<OpenedFleet>)]
+    pub record: Option<Vec<OpenedFleet>>,
 }
 
 impl EventResource {
-    /// A `match_created` states its rules as played, as views do (`classic` gives an extra
+    /// `stored` as `viewer` may see it in `state` (the match as of the latest event):
+    /// redacted until the match is over, and a `match_finished` with the record. A
+    /// `match_created` states its rules as played, as views do (`classic` gives an extra
     /// shot on a hit whatever the stored option says).
-    pub fn new(stored: &StoredEvent, event: Event, names: BTreeMap<Uuid, String>) -> Self {
-        let event = match event {
+    pub fn new(
+        stored: &StoredEvent,
+        state: &Match,
+        viewer: Viewer,
+        names: BTreeMap<Uuid, String>,
+    ) -> Self {
+        let record = match stored.event {
+            Event::MatchFinished { .. } => state.record(),
+            _ => None,
+        };
+        let event = match state.redact(&stored.event, viewer) {
             Event::MatchCreated {
                 creator,
                 rules,
@@ -219,6 +235,37 @@ impl EventResource {
             deadline_ms_left: ms_left(deadline, stored.at),
             event,
             names,
+            record,
+        }
+    }
+}
+
+/// The first event of a match stream opened without a resume point: the caller's whole
+/// view at `seq` (what `GET /v1/matches/{id}` answers), so a client needs no other read
+/// before following the events after it.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct MatchState {
+    /// The view's sequence number: the stream's next event is `seq + 1`.
+    pub seq: i64,
+    #[schema(inline)]
+    pub kind: StateKind,
+    /// The caller's view, as `GET /v1/matches/{id}` answers it.
+    pub view: MatchResource,
+}
+
+/// The `kind` of a match stream's `state` event.
+#[derive(Clone, Copy, Debug, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StateKind {
+    State,
+}
+
+impl MatchState {
+    pub fn new(view: MatchResource) -> Self {
+        Self {
+            seq: view.seq,
+            kind: StateKind::State,
+            view,
         }
     }
 }

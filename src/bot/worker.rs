@@ -88,7 +88,7 @@ impl Worker {
             .await?;
         let mut answered = 0;
         for (match_id, bot) in offers {
-            match matchmaking::ask_rematch(&self.app, match_id, bot).await {
+            match matchmaking::ask_rematch(&self.app, match_id, bot, None).await {
                 Ok(_) => answered += 1,
                 Err(error) => {
                     tracing::warn!(%match_id, %bot, %error, "a bot could not answer a rematch");

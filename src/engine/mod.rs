@@ -24,4 +24,4 @@ pub use game::{
 };
 pub use ruleset::{Clock, HouseOptions, MatchRules, RuleSet, RuleSetId};
 pub use snapshot::Snapshot;
-pub use view::{MatchView, Viewer};
+pub use view::{MatchView, OpenedFleet, Viewer};

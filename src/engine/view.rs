@@ -245,8 +245,14 @@ impl Match {
             result: self.result,
             sides: (0..2).map(|seat| side_view(self, seat)).collect(),
             participant: seat.map(|seat| participant_view(self, seat)),
-            record: self.phase.is_over().then(|| record(self)),
+            record: self.record(),
         }
+    }
+
+    /// Both fleets opened with their salts, once the match is over (public from then on);
+    /// `None` before.
+    pub fn record(&self) -> Option<Vec<OpenedFleet>> {
+        self.phase.is_over().then(|| record(self))
     }
 
     /// `event` as `viewer` may see it, given whether the match is over by now. Before the

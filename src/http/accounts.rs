@@ -143,17 +143,20 @@ async fn set_password(
 /// A fresh token for the caller (valid 30 days); the presented one stays valid too.
 #[utoipa::path(
     post, path = "/v1/me/token", tag = "accounts",
+    params(("Idempotency-Key" = Option<String>, Header)),
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "A fresh token", body = Session),
+        (status = 200, description = "A fresh token (a retry with the same `Idempotency-Key` answers the same token)", body = Session),
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn refresh_token(
     State(state): State<AppState>,
     Authenticated(token): Authenticated,
+    key: IdempotencyKey,
 ) -> Result<Json<Session>, ApiError> {
-    Ok(Json(state.app.refresh(token).await?))
+    let idempotency = key.for_request("POST /v1/me/token", &());
+    Ok(Json(state.app.refresh(token, idempotency.as_ref()).await?))
 }
 
 /// Revoke every token issued to the caller so far, on every replica at once, and get a

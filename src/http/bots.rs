@@ -1,6 +1,5 @@
 //! `/v1/bots`: the bot opponents a player may challenge.
 
-use axum::Json;
 use axum::extract::State;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -16,10 +15,19 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// id (never ranked): it joins and places its fleet within 2 s, then plays its turns.
 #[utoipa::path(
     get, path = "/v1/bots", tag = "bots",
-    responses((status = 200, body = Vec<BotProfile>))
+    responses(
+        (status = 200, body = Vec<BotProfile>, headers(("ETag" = String, description = "A digest of the answer; send it as `If-None-Match`"))),
+        (status = 304, description = "Not modified: `If-None-Match` names the current answer", headers(("ETag" = String))),
+    )
 )]
 async fn list_bots(
     State(state): State<AppState>,
-) -> Result<impl axum::response::IntoResponse, ApiError> {
-    Ok(([super::CACHE_PUBLIC], Json(state.app.bots().await?)))
+    headers: axum::http::HeaderMap,
+) -> Result<axum::response::Response, ApiError> {
+    let body = serde_json::to_vec(&state.app.bots().await?).unwrap_or_default();
+    Ok(super::conditional::public(
+        &headers,
+        "application/json",
+        body,
+    ))
 }

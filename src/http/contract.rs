@@ -33,12 +33,75 @@ pub fn complete(doc: &mut OpenApi) {
             shared_headers(operation);
             shared_problems(operation, limited);
             describe_responses(operation);
+            if limited {
+                rate_limit_headers(operation);
+            }
         }
     }
     typed_views(doc);
     link_created_resources(doc);
     discriminate(doc, "EventResource", "Event", "Event");
     discriminate(doc, "Notice", "NoticeData", "Notice");
+    record_on_finish(doc);
+    match_stream_events(doc);
+}
+
+/// The record travels on `match_finished` alone (always there, as the match is over by
+/// then), so the other event kinds do not declare it.
+fn record_on_finish(doc: &mut OpenApi) {
+    let Some(components) = doc.components.as_mut() else {
+        return;
+    };
+    for (name, schema) in components.schemas.iter_mut() {
+        let RefOr::T(Schema::Object(object)) = schema else {
+            continue;
+        };
+        if !name.ends_with("Event") || !object.properties.contains_key("record") {
+            continue;
+        }
+        if name == "MatchFinishedEvent" {
+            require(object, &["record"]);
+        } else {
+            object.properties.remove("record");
+            object.required.retain(|field| field != "record");
+        }
+    }
+}
+
+/// A match stream's data is the `state` snapshot or one of the events: one flat `oneOf`
+/// of `MatchState` and every `EventResource` variant, discriminated by `kind`, so
+/// generators see one level of variants.
+fn match_stream_events(doc: &mut OpenApi) {
+    use utoipa::openapi::schema::{Discriminator, OneOfBuilder};
+    let Some(components) = doc.components.as_mut() else {
+        return;
+    };
+    let (Some(RefOr::T(Schema::OneOf(stream))), Some(RefOr::T(Schema::OneOf(events)))) = (
+        components.schemas.get("MatchStreamEvent").cloned(),
+        components.schemas.get("EventResource").cloned(),
+    ) else {
+        return;
+    };
+    let mut discriminator = Discriminator::new("kind");
+    discriminator.mapping.insert(
+        "state".to_owned(),
+        "#/components/schemas/MatchState".to_owned(),
+    );
+    if let Some(event_kinds) = &events.discriminator {
+        discriminator.mapping.extend(event_kinds.mapping.clone());
+    }
+    let mut one_of = OneOfBuilder::new()
+        .description(stream.description.clone())
+        .item(Ref::from_schema_name("MatchState"));
+    for item in events.items {
+        one_of = one_of.item(item);
+    }
+    components.schemas.insert(
+        "MatchStreamEvent".to_owned(),
+        RefOr::T(Schema::OneOf(
+            one_of.discriminator(Some(discriminator)).build(),
+        )),
+    );
 }
 
 /// `shot_fired` → `ShotFired`.
@@ -327,6 +390,18 @@ fn shared_problems(operation: &mut Operation, limited: bool) {
             "no valid bearer token",
         );
     }
+    add_problem(
+        operation,
+        408,
+        ErrorCode::RequestTimeout,
+        "the answer did not start within the request timeout, 15 s by default",
+    );
+    add_problem(
+        operation,
+        431,
+        ErrorCode::HeadersTooLarge,
+        "the request line and headers are over 32 KiB",
+    );
     let system = operation
         .tags
         .as_ref()
@@ -388,6 +463,47 @@ fn shared_headers(operation: &mut Operation) {
                     .build(),
             )));
         }
+    }
+}
+
+/// Every answer of a rate-limited route says where its caller stands (when limits are on):
+/// the draft IETF `RateLimit-Policy` and `RateLimit` headers of the limit with the least
+/// room left (docs/security.md). Declared on the answers a client paces itself by (2xx,
+/// 3xx and 429); refusals of other kinds carry them too.
+fn rate_limit_headers(operation: &mut Operation) {
+    let header = |description: &str, example: &str| {
+        HeaderBuilder::new()
+            .schema(Some(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .max_length(Some(200))
+                    .examples([serde_json::Value::String(example.to_owned())]),
+            ))
+            .description(Some(description.to_owned()))
+            .build()
+            .into()
+    };
+    for (status, response) in operation.responses.responses.iter_mut() {
+        let RefOr::T(response) = response else {
+            continue;
+        };
+        if !(status.starts_with('2') || status.starts_with('3') || status == "429") {
+            continue;
+        }
+        response.headers.insert(
+            "RateLimit-Policy".to_owned(),
+            header(
+                "The limit this answer reports: `\"name\";q=<burst>;w=<seconds a spent burst takes to come back>`; `name` is `address`, `player`, `register` or `login`",
+                "\"player\";q=100;w=2",
+            ),
+        );
+        response.headers.insert(
+            "RateLimit".to_owned(),
+            header(
+                "Where the caller stands on that limit: `\"name\";r=<requests left>;t=<seconds until the burst is whole again>` (`r=0` on a 429)",
+                "\"player\";r=97;t=1",
+            ),
+        );
     }
 }
 

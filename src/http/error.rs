@@ -88,6 +88,8 @@ error_codes! {
     RankedAgainstBot = "ranked_against_bot",
     RateLimited = "rate_limited",
     TooManyOpenMatches = "too_many_open_matches",
+    RequestTimeout = "request_timeout",
+    HeadersTooLarge = "headers_too_large",
 }
 
 impl std::fmt::Display for ErrorCode {

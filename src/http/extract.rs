@@ -68,34 +68,41 @@ impl FromRequestParts<AppState> for Authenticated {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let header = parts
-            .headers
-            .get(axum::http::header::AUTHORIZATION)
-            .ok_or_else(|| ApiError::unauthorized("send Authorization: Bearer <token>"))?;
-        let token = header
-            .to_str()
-            .ok()
-            .and_then(|value| {
-                // The scheme name is case-insensitive (RFC 9110).
-                let (scheme, token) = value.split_once(' ')?;
-                scheme.eq_ignore_ascii_case("bearer").then_some(token)
-            })
-            .ok_or_else(|| {
-                ApiError::unauthorized("the Authorization header must be `Bearer <token>`")
-            })?;
-        let verified = state
-            .app
-            .tokens()
-            .verify_claims(token.trim())
-            .map_err(|e| ApiError::unauthorized(e.to_string()))?;
-        state
-            .live
-            .revocations()
-            .admit(verified)
-            .await
-            .map_err(AppError::from)?;
-        Ok(Authenticated(verified))
+        bearer(state, &parts.headers).await.map(Authenticated)
     }
+}
+
+/// The token of `Authorization: Bearer <jwt>`, verified and not revoked.
+pub async fn bearer(
+    state: &AppState,
+    headers: &axum::http::HeaderMap,
+) -> Result<Verified, ApiError> {
+    let header = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .ok_or_else(|| ApiError::unauthorized("send Authorization: Bearer <token>"))?;
+    let token = header
+        .to_str()
+        .ok()
+        .and_then(|value| {
+            // The scheme name is case-insensitive (RFC 9110).
+            let (scheme, token) = value.split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then_some(token)
+        })
+        .ok_or_else(|| {
+            ApiError::unauthorized("the Authorization header must be `Bearer <token>`")
+        })?;
+    let verified = state
+        .app
+        .tokens()
+        .verify_claims(token.trim())
+        .map_err(|e| ApiError::unauthorized(e.to_string()))?;
+    state
+        .live
+        .revocations()
+        .admit(verified)
+        .await
+        .map_err(AppError::from)?;
+    Ok(verified)
 }
 
 /// Longest accepted `Idempotency-Key`.

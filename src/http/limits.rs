@@ -4,7 +4,9 @@
 //! client address; registration and log-in also against their own tight per-address
 //! limits; every request with a valid bearer token also against its player. A request over
 //! a limit is answered `429 rate_limited` with `Retry-After` and the draft IETF
-//! `RateLimit-Policy` / `RateLimit` headers, and changes nothing.
+//! `RateLimit-Policy` / `RateLimit` headers, and changes nothing. Every other limited
+//! answer carries the same two headers for the limit with the least room left, so a client
+//! can slow down before it is refused.
 //!
 //! The client address is the TCP peer's, unless a trusted proxy header is configured and
 //! the peer is one of the configured proxy addresses (by default loopback only): then it
@@ -30,7 +32,9 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header}
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use governor::clock::{Clock, DefaultClock};
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use governor::middleware::{StateInformationMiddleware, StateSnapshot};
+use governor::state::keyed::DefaultKeyedStateStore;
+use governor::{Quota, RateLimiter};
 use ipnet::IpNet;
 use uuid::Uuid;
 
@@ -124,18 +128,87 @@ impl Default for RateLimitSettings {
     }
 }
 
+/// A keyed limiter that reports, on every allowed request, how much room is left.
+type Keyed<K> = RateLimiter<K, DefaultKeyedStateStore<K>, DefaultClock, StateInformationMiddleware>;
+
+fn keyed<K: std::hash::Hash + Eq + Clone>(rate: Rate) -> Keyed<K> {
+    RateLimiter::keyed(rate.quota()).with_middleware::<StateInformationMiddleware>()
+}
+
 struct Limiter {
     name: &'static str,
     rate: Rate,
 }
 
+impl Limiter {
+    /// `RateLimit-Policy`: the limit's name, its quota (the burst) and the window in
+    /// seconds over which a spent burst comes back.
+    fn policy(&self) -> String {
+        format!(
+            "\"{}\";q={};w={}",
+            self.name,
+            self.rate.burst,
+            self.refill_seconds(self.rate.burst)
+        )
+    }
+
+    /// Whole seconds until `spent` requests of the burst are back.
+    fn refill_seconds(&self, spent: u32) -> u64 {
+        (self.rate.period.as_secs_f64() * f64::from(spent) / f64::from(self.rate.per_period.max(1)))
+            .ceil() as u64
+    }
+
+    /// `RateLimit`: the requests left (`r`) and the seconds until the burst is whole again
+    /// (`t`).
+    fn standing(&self, remaining: u32) -> String {
+        let spent = self.rate.burst.saturating_sub(remaining);
+        format!(
+            "\"{}\";r={remaining};t={}",
+            self.name,
+            self.refill_seconds(spent)
+        )
+    }
+}
+
+/// The limit that has the least room left after this request, of those it was charged to.
+struct Tightest(Option<(Limiter, u32)>);
+
+impl Tightest {
+    fn offer(&mut self, limiter: Limiter, snapshot: &StateSnapshot) {
+        let remaining = snapshot.remaining_burst_capacity();
+        let share = |(limiter, left): &(Limiter, u32)| {
+            f64::from(*left) / f64::from(limiter.rate.burst.max(1))
+        };
+        let candidate = (limiter, remaining);
+        if self
+            .0
+            .as_ref()
+            .is_none_or(|held| share(&candidate) < share(held))
+        {
+            self.0 = Some(candidate);
+        }
+    }
+
+    fn write(self, headers: &mut HeaderMap) {
+        let Some((limiter, remaining)) = self.0 else {
+            return;
+        };
+        if let Ok(value) = HeaderValue::from_str(&limiter.policy()) {
+            headers.insert(HeaderName::from_static("ratelimit-policy"), value);
+        }
+        if let Ok(value) = HeaderValue::from_str(&limiter.standing(remaining)) {
+            headers.insert(HeaderName::from_static("ratelimit"), value);
+        }
+    }
+}
+
 /// The live limiters of one replica.
 pub struct RateLimits {
     settings: RateLimitSettings,
-    register: DefaultKeyedRateLimiter<IpAddr>,
-    login: DefaultKeyedRateLimiter<IpAddr>,
-    player: DefaultKeyedRateLimiter<Uuid>,
-    address: DefaultKeyedRateLimiter<IpAddr>,
+    register: Keyed<IpAddr>,
+    login: Keyed<IpAddr>,
+    player: Keyed<Uuid>,
+    address: Keyed<IpAddr>,
     checks: AtomicU64,
 }
 
@@ -154,10 +227,10 @@ const HOUSEKEEPING_EVERY: u64 = 4096;
 impl RateLimits {
     pub fn new(settings: RateLimitSettings) -> Arc<Self> {
         Arc::new(Self {
-            register: RateLimiter::keyed(settings.register.quota()),
-            login: RateLimiter::keyed(settings.login.quota()),
-            player: RateLimiter::keyed(settings.player.quota()),
-            address: RateLimiter::keyed(settings.address.quota()),
+            register: keyed(settings.register),
+            login: keyed(settings.login),
+            player: keyed(settings.player),
+            address: keyed(settings.address),
             settings,
             checks: AtomicU64::new(0),
         })
@@ -206,15 +279,15 @@ impl RateLimits {
     }
 }
 
-/// How long the caller must wait when `key` is over `limiter`'s rate; `None` when allowed.
+/// Charges `key` to `limiter`: the room left when allowed, else how long the caller must
+/// wait.
 fn check<K: std::hash::Hash + Eq + Clone>(
-    limiter: &DefaultKeyedRateLimiter<K>,
+    limiter: &Keyed<K>,
     key: &K,
-) -> Option<Duration> {
+) -> Result<StateSnapshot, Duration> {
     limiter
         .check_key(key)
-        .err()
-        .map(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
+        .map_err(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
 }
 
 fn refused(limiter: Limiter, wait: Duration, close: bool) -> Response {
@@ -232,15 +305,7 @@ fn refused(limiter: Limiter, wait: Duration, close: bool) -> Response {
     .into_response();
     let headers = response.headers_mut();
     headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
-    let policy = format!(
-        "\"{}\";q={};w={}",
-        limiter.name,
-        limiter.rate.burst,
-        (limiter.rate.period.as_secs_f64() * f64::from(limiter.rate.burst)
-            / f64::from(limiter.rate.per_period.max(1)))
-        .ceil() as u64
-    );
-    if let Ok(value) = HeaderValue::from_str(&policy) {
+    if let Ok(value) = HeaderValue::from_str(&limiter.policy()) {
         headers.insert(HeaderName::from_static("ratelimit-policy"), value);
     }
     if let Ok(value) = HeaderValue::from_str(&format!("\"{}\";r=0;t={seconds}", limiter.name)) {
@@ -304,6 +369,7 @@ pub async fn enforce(State(state): State<AppState>, request: Request, next: Next
         .get::<ConnectInfo<SocketAddr>>()
         .map(|info| info.0.ip());
     let address = limits.client_address(request.headers(), peer);
+    let mut tightest = Tightest(None);
     if let Some(address) = address {
         let route_limit = match (request.method(), path) {
             (&Method::POST, "/v1/players") => Some((
@@ -326,13 +392,15 @@ pub async fn enforce(State(state): State<AppState>, request: Request, next: Next
             name: "address",
             rate: settings.address,
         };
-        if let Some(wait) = check(&limits.address, &address) {
-            return refused(address_limit, wait, close);
+        match check(&limits.address, &address) {
+            Ok(room) => tightest.offer(address_limit, &room),
+            Err(wait) => return refused(address_limit, wait, close),
         }
-        if let Some((limiter, which)) = route_limit
-            && let Some(wait) = check(limiter, &address)
-        {
-            return refused(which, wait, close);
+        if let Some((limiter, which)) = route_limit {
+            match check(limiter, &address) {
+                Ok(room) => tightest.offer(which, &room),
+                Err(wait) => return refused(which, wait, close),
+            }
         }
     }
     if let Some(player) = bearer_player(&state, request.headers()).await {
@@ -340,11 +408,14 @@ pub async fn enforce(State(state): State<AppState>, request: Request, next: Next
             name: "player",
             rate: settings.player,
         };
-        if let Some(wait) = check(&limits.player, &player) {
-            return refused(which, wait, close);
+        match check(&limits.player, &player) {
+            Ok(room) => tightest.offer(which, &room),
+            Err(wait) => return refused(which, wait, close),
         }
     }
-    next.run(request).await
+    let mut response = next.run(request).await;
+    tightest.write(response.headers_mut());
+    response
 }
 
 #[cfg(test)]
@@ -414,12 +485,23 @@ mod tests {
 
     #[test]
     fn the_burst_is_allowed_then_refused() {
-        let limiter: DefaultKeyedRateLimiter<u8> =
-            RateLimiter::keyed(Rate::per_minute(10, 3).quota());
-        for _ in 0..3 {
-            assert!(limiter.check_key(&1).is_ok());
+        let limiter: Keyed<u8> = keyed(Rate::per_minute(10, 3));
+        for left in (0..3).rev() {
+            let room = limiter.check_key(&1).expect("within the burst");
+            assert_eq!(room.remaining_burst_capacity(), left);
         }
         assert!(limiter.check_key(&1).is_err());
         assert!(limiter.check_key(&2).is_ok(), "keys are independent");
+    }
+
+    #[test]
+    fn the_headers_say_the_room_left_and_when_it_is_whole_again() {
+        let limiter = Limiter {
+            name: "player",
+            rate: Rate::per_second(50, 100),
+        };
+        assert_eq!(limiter.policy(), "\"player\";q=100;w=2");
+        assert_eq!(limiter.standing(100), "\"player\";r=100;t=0");
+        assert_eq!(limiter.standing(40), "\"player\";r=40;t=2");
     }
 }

@@ -2,13 +2,15 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 use super::AppState;
+use super::conditional;
 use super::error::{ApiError, ErrorCode, Problem};
 use super::extract::{ApiJson, ApiPath, ApiQuery, Caller, IdempotencyKey};
 use crate::app::reads::{self, MatchPage};
@@ -214,7 +216,10 @@ async fn list_matches(
     params(("id" = Uuid, Path)),
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "The match as the caller sees it (participant or spectator)", body = MatchResource),
+        (status = 200, description = "The match as the caller sees it (participant or spectator)", body = MatchResource,
+            headers(("ETag" = String, description = "The view's tag, from the match's sequence number (weak: `deadline_ms_left` moves on); send it as `If-None-Match` to be answered 304 while nothing happened"))),
+        (status = 304, description = "Not modified: `If-None-Match` names the current view's tag, so nothing happened since",
+            headers(("ETag" = String, description = "The view's tag"))),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -222,8 +227,15 @@ async fn get_match(
     State(state): State<AppState>,
     Caller(caller): Caller,
     ApiPath(id): ApiPath<Uuid>,
-) -> Result<Json<MatchResource>, ApiError> {
-    Ok(Json(state.app.view(id, caller).await?))
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let view = state.app.view(id, caller).await?;
+    let tag = conditional::view_tag(view.seq, caller);
+    Ok(conditional::view(
+        &headers,
+        &tag,
+        Json(view).into_response(),
+    ))
 }
 
 /// Take the second seat; the placement clock starts.

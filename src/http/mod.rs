@@ -4,6 +4,7 @@
 mod accounts;
 mod bots;
 mod bounds;
+mod conditional;
 mod contract;
 mod deployment;
 pub mod error;
@@ -27,10 +28,11 @@ use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use metrics_exporter_prometheus::PrometheusHandle;
+use tower_http::compression::predicate::{NotForContentType, Predicate, SizeAbove};
+use tower_http::compression::{CompressionLayer, CompressionLevel};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::set_header::SetResponseHeaderLayer;
-use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
@@ -41,6 +43,11 @@ use error::{ApiError, ErrorCode};
 
 /// Largest accepted request body.
 pub const BODY_LIMIT_BYTES: usize = 16 * 1024;
+
+/// Answers at least this large are compressed (gzip or brotli, as the client accepts):
+/// below it the saving does not pay for the work. Event streams never are (each event
+/// must reach the client the moment it is written).
+pub const COMPRESS_FROM_BYTES: u64 = 1024;
 
 /// Who may read `/metrics` on the API's own address.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -89,7 +96,13 @@ pub struct HttpSettings {
         license(name = "MIT OR Apache-2.0", identifier = "MIT OR Apache-2.0")
     ),
     servers((url = "/", description = "The server this document is served from")),
-    components(schemas(error::Problem, stream::Notice, crate::app::EventResource)),
+    components(schemas(
+        error::Problem,
+        stream::Notice,
+        stream::MatchStreamEvent,
+        crate::app::EventResource,
+        crate::app::MatchState
+    )),
     modifiers(&BearerAuth),
     tags(
         (name = "players", description = "Registration and profiles"),
@@ -166,10 +179,11 @@ pub fn app(state: AppState, settings: &HttpSettings) -> Router {
             limits::enforce,
         ))
         .layer(middleware::from_fn(record_metrics))
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            timeout,
-        ))
+        .layer(middleware::from_fn(move |request: Request, next: Next| {
+            answer_within(timeout, request, next)
+        }))
+        .layer(middleware::from_fn(limit_head))
+        .layer(compression())
         .layer(cors(&settings.cors_origins))
         // Every answer: never sniffed as another type; never cached unless a route says
         // otherwise (answers carry tokens and per-player views).
@@ -182,7 +196,17 @@ pub fn app(state: AppState, settings: &HttpSettings) -> Router {
             HeaderValue::from_static("no-store"),
         ))
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
-        .layer(TraceLayer::new_for_http())
+        // Spans name the path, never the query: a stream ticket travels in it.
+        .layer(
+            TraceLayer::new_for_http().make_span_with(|request: &Request| {
+                tracing::debug_span!(
+                    "request",
+                    method = %request.method(),
+                    path = %request.uri().path(),
+                    version = ?request.version(),
+                )
+            }),
+        )
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
         .with_state(state)
 }
@@ -191,6 +215,20 @@ pub fn app(state: AppState, settings: &HttpSettings) -> Router {
 /// deployment: rulesets, bots, the OpenAPI document.
 pub(crate) const CACHE_PUBLIC: (header::HeaderName, &str) =
     (header::CACHE_CONTROL, "public, max-age=300");
+
+fn compression() -> CompressionLayer<impl Predicate> {
+    CompressionLayer::new()
+        .no_deflate()
+        .no_zstd()
+        // The default levels cost more CPU than small JSON answers repay.
+        .quality(CompressionLevel::Fastest)
+        .compress_when(
+            SizeAbove::new(COMPRESS_FROM_BYTES)
+                .and(NotForContentType::SSE)
+                .and(NotForContentType::GRPC)
+                .and(NotForContentType::IMAGES),
+        )
+}
 
 fn cors(origins: &[String]) -> CorsLayer {
     let allow = if origins.iter().any(|origin| origin == "*") {
@@ -208,20 +246,67 @@ fn cors(origins: &[String]) -> CorsLayer {
         .allow_headers([
             axum::http::header::AUTHORIZATION,
             axum::http::header::CONTENT_TYPE,
+            axum::http::header::IF_NONE_MATCH,
             HeaderName::from_static("idempotency-key"),
             HeaderName::from_static("last-event-id"),
         ])
+        // Exactly the headers the service sends beyond the CORS-safelisted ones.
         .expose_headers([
+            axum::http::header::ETAG,
+            axum::http::header::LOCATION,
             axum::http::header::RETRY_AFTER,
             axum::http::header::WWW_AUTHENTICATE,
             HeaderName::from_static("x-request-id"),
             HeaderName::from_static("ratelimit"),
             HeaderName::from_static("ratelimit-policy"),
-            HeaderName::from_static("ratelimit-limit"),
-            HeaderName::from_static("ratelimit-remaining"),
-            HeaderName::from_static("ratelimit-reset"),
         ])
         .max_age(Duration::from_secs(600))
+}
+
+/// Largest request head (request line and headers) the service reads; a larger one is
+/// answered `431 headers_too_large`. The connection's buffer holds twice as much
+/// (`server`), so such a head still reaches this check and gets a coded answer; only a
+/// head beyond the buffer, or of more than 100 header fields, gets hyper's bare 431.
+pub const MAX_HEAD_BYTES: usize = 32 * 1024;
+
+/// The answer must start within `limit`, else `408 request_timeout` (the body of an event
+/// stream is not timed: only its start).
+async fn answer_within(limit: Duration, request: Request, next: Next) -> Response {
+    use axum::response::IntoResponse;
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            ErrorCode::RequestTimeout,
+            format!(
+                "the answer took longer than {} s; the request may or may not have taken \
+                 effect: retry it with the same Idempotency-Key",
+                limit.as_secs_f64()
+            ),
+        )
+        .into_response(),
+    }
+}
+
+/// Refuses a request whose head is over [`MAX_HEAD_BYTES`].
+async fn limit_head(request: Request, next: Next) -> Response {
+    use axum::response::IntoResponse;
+    // Each header line is `name: value\r\n`; the request line is about the target's length.
+    let head: usize = request.uri().to_string().len()
+        + request
+            .headers()
+            .iter()
+            .map(|(name, value)| name.as_str().len() + value.len() + 4)
+            .sum::<usize>();
+    if head > MAX_HEAD_BYTES {
+        return ApiError::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            ErrorCode::HeadersTooLarge,
+            format!("the request head is {head} bytes; at most {MAX_HEAD_BYTES} are read"),
+        )
+        .into_response();
+    }
+    next.run(request).await
 }
 
 async fn fallback() -> ApiError {

@@ -97,7 +97,7 @@ async fn leave_queue(
 /// once started every ask answers the same new match.
 #[utoipa::path(
     post, path = "/v1/matches/{id}/rematch", tag = "matchmaking",
-    params(("id" = Uuid, Path)),
+    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header)),
     security(("bearer" = [])),
     responses(
         (status = 200, description = "The rematch state of the match", body = RematchState),
@@ -111,9 +111,11 @@ async fn ask_rematch(
     State(state): State<AppState>,
     Caller(caller): Caller,
     ApiPath(id): ApiPath<Uuid>,
-) -> Result<Json<RematchState>, ApiError> {
+    key: IdempotencyKey,
+) -> Result<Json<Answer<RematchState>>, ApiError> {
+    let idempotency = key.for_request(&format!("POST /v1/matches/{id}/rematch"), &());
     Ok(Json(
-        matchmaking::ask_rematch(&state.app, id, caller).await?,
+        matchmaking::ask_rematch(&state.app, id, caller, idempotency.as_ref()).await?,
     ))
 }
 

@@ -1,6 +1,5 @@
 //! `/v1/rulesets`: the presets and the clocks this service runs them with.
 
-use axum::Json;
 use axum::extract::State;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -48,10 +47,16 @@ pub struct RuleSets {
 }
 
 /// The presets: fleets, touching, extra shots, what a sink reveals, clocks.
-#[utoipa::path(get, path = "/v1/rulesets", tag = "rulesets", responses((status = 200, description = "The presets and clocks", body = RuleSets)))]
-async fn list_rulesets(State(state): State<AppState>) -> impl axum::response::IntoResponse {
+#[utoipa::path(get, path = "/v1/rulesets", tag = "rulesets", responses(
+    (status = 200, description = "The presets and clocks", body = RuleSets, headers(("ETag" = String, description = "A digest of the answer; send it as `If-None-Match`"))),
+    (status = 304, description = "Not modified: `If-None-Match` names the current answer", headers(("ETag" = String))),
+))]
+async fn list_rulesets(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+) -> axum::response::Response {
     let settings = state.app.settings();
-    let rulesets = Json(RuleSets {
+    let rulesets = RuleSets {
         rulesets: RuleSetId::ALL
             .into_iter()
             .map(|id| RuleSetInfo {
@@ -64,6 +69,7 @@ async fn list_rulesets(State(state): State<AppState>) -> impl axum::response::In
         placement_seconds_bounds: Clock::PLACEMENT_BOUNDS.into(),
         shot_seconds_bounds: Clock::SHOT_BOUNDS.into(),
         join_seconds: settings.join_seconds,
-    });
-    ([super::CACHE_PUBLIC], rulesets)
+    };
+    let body = serde_json::to_vec(&rulesets).unwrap_or_default();
+    super::conditional::public(&headers, "application/json", body)
 }

@@ -96,8 +96,9 @@ impl Drop for AddressSlot {
     }
 }
 
-/// Largest request head (request line and headers) a client may send.
-const MAX_HEAD_BYTES: usize = 32 * 1024;
+/// The connection's read buffer: twice the largest head the service reads, so a head
+/// over that limit still arrives whole and is refused with a coded problem.
+const MAX_BUFFER_BYTES: usize = 2 * super::MAX_HEAD_BYTES;
 /// "No time recorded" in an activity stamp.
 const NEVER: u64 = u64::MAX;
 
@@ -330,7 +331,7 @@ async fn serve_connection(
         // The watchdog below times request heads; hyper's own timer would also run
         // between requests and cut keep-alive connections at the header timeout.
         .header_read_timeout(None)
-        .max_buf_size(MAX_HEAD_BYTES);
+        .max_buf_size(MAX_BUFFER_BYTES);
     let connection = builder.serve_connection(io, service);
     tokio::pin!(connection);
     let mut draining = *closing.borrow();

@@ -17,10 +17,10 @@ use uuid::Uuid;
 
 use super::AppState;
 use super::error::{ApiError, ErrorCode, Problem};
-use super::extract::{ApiPath, ApiQuery, Authenticated};
-use crate::app::EventResource;
+use super::extract::{ApiPath, ApiQuery, Authenticated, bearer};
+use crate::app::StreamTicket;
 use crate::auth::Verified;
-use crate::live::{Feed, LiveError, Topic};
+use crate::live::{Feed, LiveError, MatchItem, Topic};
 use crate::store::notices::Notice as StoredNotice;
 
 /// What a notice says, by kind (the schema of each kind's own fields; the service stores
@@ -79,6 +79,17 @@ pub struct Notice {
     names: std::collections::BTreeMap<Uuid, String>,
 }
 
+/// The `data` of one match stream event: first, on a stream opened without a resume point,
+/// the caller's view (`kind` `state`), then the match's events, one schema per `kind`.
+#[derive(serde::Serialize, ToSchema)]
+#[serde(untagged)]
+// Only a schema: never built.
+#[allow(dead_code, clippy::large_enum_variant)]
+pub enum MatchStreamEvent {
+    State(crate::app::MatchState),
+    Event(crate::app::EventResource),
+}
+
 /// Largest resume point: the largest integer a JavaScript client holds exactly, far beyond
 /// any sequence number, and far enough from `i64::MAX` that no arithmetic on it overflows.
 pub const CURSOR_MAX: i64 = (1 << 53) - 1;
@@ -90,6 +101,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(match_stream))
         .routes(routes!(player_stream))
+        .routes(routes!(stream_ticket))
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -100,12 +112,67 @@ pub struct StreamQuery {
     /// header, as sent by a reconnecting client, takes precedence.
     #[param(minimum = 0, maximum = 9_007_199_254_740_991_i64)]
     pub after: Option<i64>,
+    /// A stream ticket (`POST /v1/stream-tickets`) instead of the `Authorization` header,
+    /// for `EventSource`; single use. Ignored when the header is sent.
+    #[param(pattern = "^[0-9a-f]{64}$", min_length = 64, max_length = 64)]
+    pub ticket: Option<String>,
 }
 
-/// Where a stream starts: `Last-Event-ID`, else `?after`, else the beginning. Either must
-/// be a whole number from 0 to [`CURSOR_MAX`]: a bad header is `invalid_last_event_id`, a
-/// bad `?after` is `invalid_query`.
-fn resume_point(headers: &HeaderMap, query: &StreamQuery) -> Result<i64, ApiError> {
+/// Who opens a stream: the bearer token's holder, or, without the header, the holder of
+/// the token a ticket was issued for (the ticket is used up, and the token must still be
+/// valid).
+async fn stream_caller(
+    state: &AppState,
+    headers: &HeaderMap,
+    query: &StreamQuery,
+) -> Result<Verified, ApiError> {
+    let ticket = match &query.ticket {
+        Some(ticket) if !headers.contains_key(header::AUTHORIZATION) => ticket,
+        _ => return bearer(state, headers).await,
+    };
+    let verified = state
+        .app
+        .redeem_stream_ticket(ticket)
+        .await
+        .map_err(|error| match error {
+            crate::app::AppError::Revoked => ApiError::unauthorized(
+                "the stream ticket is unknown, expired or already used; ask for another",
+            ),
+            other => ApiError::from(other),
+        })?;
+    state
+        .live
+        .revocations()
+        .admit(verified)
+        .await
+        .map_err(crate::app::AppError::from)?;
+    Ok(verified)
+}
+
+/// A stream ticket: a short-lived, single-use stand-in for the bearer token, accepted as
+/// `?ticket=` by `GET /v1/matches/{id}/stream` and `GET /v1/stream` (and nowhere else), so
+/// a browser's `EventSource`, which cannot send headers, can open them. It is good for
+/// one stream within `expires_in` seconds, and no longer than the token it was issued
+/// for. Tickets are never logged, and only their digests are stored.
+#[utoipa::path(
+    post, path = "/v1/stream-tickets", tag = "live",
+    security(("bearer" = [])),
+    responses(
+        (status = 201, description = "A ticket for one stream", body = StreamTicket),
+    )
+)]
+async fn stream_ticket(
+    State(state): State<AppState>,
+    Authenticated(token): Authenticated,
+) -> Result<Response, ApiError> {
+    let ticket = state.app.issue_stream_ticket(token).await?;
+    Ok((StatusCode::CREATED, axum::Json(ticket)).into_response())
+}
+
+/// Where a stream resumes: `Last-Event-ID`, else `?after`, else nowhere (`None`: a fresh
+/// stream). Either must be a whole number from 0 to [`CURSOR_MAX`]: a bad header is
+/// `invalid_last_event_id`, a bad `?after` is `invalid_query`.
+fn resume_point(headers: &HeaderMap, query: &StreamQuery) -> Result<Option<i64>, ApiError> {
     let in_range = |n: i64| (0..=CURSOR_MAX).contains(&n);
     if let Some(value) = headers.get("last-event-id") {
         let text = value.to_str().unwrap_or_default().trim();
@@ -114,6 +181,7 @@ fn resume_point(headers: &HeaderMap, query: &StreamQuery) -> Result<i64, ApiErro
                 .parse::<i64>()
                 .ok()
                 .filter(|n| in_range(*n))
+                .map(Some)
                 .ok_or_else(|| {
                     ApiError::new(
                         StatusCode::BAD_REQUEST,
@@ -127,8 +195,8 @@ fn resume_point(headers: &HeaderMap, query: &StreamQuery) -> Result<i64, ApiErro
         }
     }
     match query.after {
-        None => Ok(0),
-        Some(after) if in_range(after) => Ok(after),
+        None => Ok(None),
+        Some(after) if in_range(after) => Ok(Some(after)),
         Some(_) => Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             ErrorCode::InvalidQuery,
@@ -166,15 +234,22 @@ fn live_error(error: LiveError) -> Response {
     }
 }
 
-/// A match event: `id:` its sequence number, `event:` its kind, `data:` the
-/// `EventResource`, as in `GET /v1/matches/{id}/events`.
-fn event_sse(resource: EventResource) -> Result<Event, Infallible> {
-    let kind = resource.event.kind();
-    let data = serde_json::to_string(&resource).unwrap_or_else(|_| "{}".to_owned());
+/// A match stream's item: the caller's view (`event: state`, `id:` its `seq`, `data:` a
+/// `MatchState`) or an event (`id:` its sequence number, `event:` its kind, `data:` the
+/// `EventResource`, as in `GET /v1/matches/{id}/events`).
+fn match_sse(item: MatchItem) -> Result<Event, Infallible> {
+    let (seq, kind, data) = match item {
+        MatchItem::State(state) => (state.seq, "state", serde_json::to_string(&state)),
+        MatchItem::Event(resource) => (
+            resource.seq,
+            resource.event.kind(),
+            serde_json::to_string(&resource),
+        ),
+    };
     Ok(Event::default()
-        .id(resource.seq.to_string())
+        .id(seq.to_string())
         .event(kind)
-        .data(data))
+        .data(data.unwrap_or_else(|_| "{}".to_owned())))
 }
 
 /// A notice: `id:` its number on the caller's feed, `event:` its kind, `data:` a `Notice`.
@@ -229,11 +304,13 @@ fn sse<T: Topic>(
 }
 
 /// A match's events as server-sent events, redacted for the caller (participant or
-/// spectator): first those after `Last-Event-ID` (or `?after`), then live ones. Each has
+/// spectator). Opened without a resume point, the first event is `state`: the caller's
+/// whole view (`id:` its `seq`), then the events after it. With `Last-Event-ID` (or
+/// `?after`) the stream continues after that point with no new `state`. Each event has
 /// `id:` = its sequence number, `event:` = its kind, and `data:` = an `EventResource`, the
 /// same JSON object as in `GET /v1/matches/{id}/events`. A comment line is sent every 15 s
-/// of silence. The stream ends after the event that ends the match, when the whole record
-/// is public.
+/// of silence. The stream ends after the event that ends the match; a `match_finished`
+/// carries the whole record.
 #[utoipa::path(
     get, path = "/v1/matches/{id}/stream", tag = "live",
     params(
@@ -241,9 +318,9 @@ fn sse<T: Topic>(
         ("Last-Event-ID" = Option<i64>, Header, description = "Resume after this sequence number"),
         StreamQuery,
     ),
-    security(("bearer" = [])),
+    security(("bearer" = []), ()),
     responses(
-        (status = 200, description = "Server-sent events (see docs/live.md): each event's `id:` is its `seq`, `event:` its `kind`, and `data:` one JSON object of the schema given here, which types one event's data rather than the whole body. A comment line (`:`) keeps an idle stream open.", content_type = "text/event-stream", body = EventResource),
+        (status = 200, description = "Server-sent events (see docs/live.md): each event's `id:` is its `seq`, `event:` its `kind`, and `data:` one JSON object of the schema given here, which types one event's data rather than the whole body. Without a resume point the first event is `state` (the caller's view at its `seq`); a `match_finished` carries the `record`. A comment line (`:`) keeps an idle stream open.", content_type = "text/event-stream", body = MatchStreamEvent),
         (status = 204, description = "The match is over and the caller has every event: nothing will follow (an EventSource stops reconnecting)"),
         (status = 400, description = "`invalid_last_event_id` (not a whole number from 0 to 2^53 − 1), `invalid_query` (likewise for the after parameter, or an unknown parameter)", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
@@ -254,18 +331,22 @@ fn sse<T: Topic>(
 )]
 async fn match_stream(
     State(state): State<AppState>,
-    Authenticated(token): Authenticated,
     ApiPath(id): ApiPath<Uuid>,
     ApiQuery(query): ApiQuery<StreamQuery>,
     headers: HeaderMap,
 ) -> Response {
-    let caller = token.player;
+    // The resume point first: a refused request must not use up its ticket.
     let after = match resume_point(&headers, &query) {
         Ok(after) => after,
         Err(error) => return error.into_response(),
     };
+    let token = match stream_caller(&state, &headers, &query).await {
+        Ok(token) => token,
+        Err(error) => return error.into_response(),
+    };
+    let caller = token.player;
     match state.live.match_feed(id, caller, after).await {
-        Ok(Some(feed)) => sse(&state, feed, token, event_sse),
+        Ok(Some(feed)) => sse(&state, feed, token, match_sse),
         Ok(None) => StatusCode::NO_CONTENT.into_response(),
         Err(error) => live_error(error),
     }
@@ -281,7 +362,7 @@ async fn match_stream(
         ("Last-Event-ID" = Option<i64>, Header, description = "Resume after this notice number"),
         StreamQuery,
     ),
-    security(("bearer" = [])),
+    security(("bearer" = []), ()),
     responses(
         (status = 200, description = "Server-sent events (see docs/live.md): each notice's `id:` is its `seq`, `event:` its `kind`, and `data:` one JSON object of the schema given here, which types one notice rather than the whole body. A comment line (`:`) keeps an idle stream open.", content_type = "text/event-stream", body = Notice),
         (status = 400, description = "`invalid_last_event_id` (not a whole number from 0 to 2^53 − 1), `invalid_query` (likewise for the after parameter, or an unknown parameter)", body = Problem, content_type = "application/problem+json"),
@@ -292,16 +373,20 @@ async fn match_stream(
 )]
 async fn player_stream(
     State(state): State<AppState>,
-    Authenticated(token): Authenticated,
     ApiQuery(query): ApiQuery<StreamQuery>,
     headers: HeaderMap,
 ) -> Response {
-    let caller = token.player;
+    // The resume point first: a refused request must not use up its ticket.
     let after = match resume_point(&headers, &query) {
         Ok(after) => after,
         Err(error) => return error.into_response(),
     };
-    match state.live.player_feed(caller, after).await {
+    let token = match stream_caller(&state, &headers, &query).await {
+        Ok(token) => token,
+        Err(error) => return error.into_response(),
+    };
+    let caller = token.player;
+    match state.live.player_feed(caller, after.unwrap_or(0)).await {
         Ok(feed) => sse(&state, feed, token, notice_sse),
         Err(error) => live_error(error),
     }

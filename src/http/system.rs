@@ -116,14 +116,11 @@ pub fn render_metrics(state: &AppState) -> impl IntoResponse + use<> {
 }
 
 /// This API's OpenAPI 3.1 document.
-#[utoipa::path(get, path = "/openapi.yaml", tag = "system", responses((status = 200, description = "OpenAPI document", content_type = "application/yaml")))]
-async fn openapi_yaml() -> impl IntoResponse {
+#[utoipa::path(get, path = "/openapi.yaml", tag = "system", responses(
+    (status = 200, description = "OpenAPI document", content_type = "application/yaml", headers(("ETag" = String, description = "A digest of the document; send it as `If-None-Match`"))),
+    (status = 304, description = "Not modified: `If-None-Match` names the current document", headers(("ETag" = String))),
+))]
+async fn openapi_yaml(headers: axum::http::HeaderMap) -> Response {
     let yaml = super::openapi().to_yaml().unwrap_or_default();
-    (
-        [
-            (header::CONTENT_TYPE, "application/yaml"),
-            super::CACHE_PUBLIC,
-        ],
-        yaml,
-    )
+    super::conditional::public(&headers, "application/yaml", yaml.into_bytes())
 }

@@ -72,6 +72,16 @@ pub trait Topic: Sized + Send + Sync + 'static {
     /// The record as `viewer` may see it.
     fn item(context: &Self::Context, viewer: &Self::Viewer, record: &Self::Record) -> Self::Item;
 
+    /// What a stream opened with no resume point starts with instead of the backlog: the
+    /// whole of topic `id` as `caller` sees it at `head.end`. `None`: the topic has no
+    /// such state, and the stream starts from its first record.
+    fn snapshot(
+        pool: &PgPool,
+        id: Uuid,
+        head: &Batch<Self>,
+        caller: Uuid,
+    ) -> impl Future<Output = Result<Option<Self::Item>, StoreError>> + Send;
+
     /// Whether nothing will follow the records up to `end` (a match that is over).
     fn finished(context: &Self::Context) -> bool;
 }
@@ -103,14 +113,15 @@ struct Following<T: Topic> {
 }
 
 /// Opens `caller`'s stream of topic `id` after `after`: the backlog read from the
-/// database, then live batches unless the topic is finished. `None` when it is finished
-/// and `caller` has every record.
+/// database, then live batches unless the topic is finished. With no `after`, the topic's
+/// snapshot (if it has one) stands for the backlog. `None` when it is finished and
+/// `caller` has every record.
 pub(super) async fn open<T: Topic>(
     inner: &Arc<Inner>,
     topics: &Arc<Topics<T>>,
     id: Uuid,
     caller: Uuid,
-    after: i64,
+    after: Option<i64>,
 ) -> Result<Option<Feed<T>>, LiveError> {
     if *inner.closed.borrow() {
         return Err(LiveError::Closed);
@@ -127,6 +138,17 @@ pub(super) async fn open<T: Topic>(
     }
     let viewer = T::viewer(&head.context, caller);
     let mut pending = VecDeque::new();
+    let snapshot = match after {
+        None => T::snapshot(&inner.pool, id, &head, caller).await?,
+        Some(_) => None,
+    };
+    let after = match snapshot {
+        Some(state) => {
+            pending.push_back(state);
+            head.end
+        }
+        None => after.unwrap_or(0),
+    };
     let mut cursor = after;
     while cursor < head.end {
         // Catch-up may come from the standby; the head above came from the primary, so a

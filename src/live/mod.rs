@@ -55,7 +55,7 @@ mod topics;
 
 pub use feed::{Batch, Feed, Topic};
 pub use listener::LISTENER_APPLICATION_NAME;
-pub use topics::{MatchContext, Matches, Players};
+pub use topics::{MatchContext, MatchItem, Matches, Players};
 
 /// Concurrent database reads the fan-out may run, so a burst of notifications cannot take
 /// the whole pool away from commands.
@@ -211,23 +211,30 @@ impl Hub {
         self.inner.players.close();
     }
 
-    /// The events of match `id` after `after` as `caller` may see them, then live events
-    /// until the match is over. `None` when the match is over and `caller` has them all.
+    /// The events of match `id` after `after` as `caller` may see them (with no `after`:
+    /// the caller's view, then the events after it), then live events until the match is
+    /// over. `None` when the match is over and `caller` has them all.
     pub async fn match_feed(
         &self,
         id: Uuid,
         caller: Uuid,
-        after: i64,
+        after: Option<i64>,
     ) -> Result<Option<Feed<Matches>>, LiveError> {
         feed::open(&self.inner, &self.inner.matches, id, caller, after).await
     }
 
     /// `caller`'s own notices after `after`, then live ones until the client leaves.
     pub async fn player_feed(&self, caller: Uuid, after: i64) -> Result<Feed<Players>, LiveError> {
-        feed::open(&self.inner, &self.inner.players, caller, caller, after)
-            .await?
-            // A player's feed is never finished, so it always opens.
-            .ok_or(LiveError::NotFound)
+        feed::open(
+            &self.inner,
+            &self.inner.players,
+            caller,
+            caller,
+            Some(after),
+        )
+        .await?
+        // A player's feed is never finished, so it always opens.
+        .ok_or(LiveError::NotFound)
     }
 }
 

@@ -7,8 +7,12 @@ use std::collections::BTreeMap;
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use chrono::{DateTime, Utc};
+
 use super::feed::{Batch, Topic};
-use crate::app::{EVENTS_CHANNEL, EVENTS_PAGE, EventResource, viewer_of};
+use crate::app::{
+    EVENTS_CHANNEL, EVENTS_PAGE, EventResource, MatchResource, MatchState, viewer_of,
+};
 use crate::engine::{Match, Viewer};
 use crate::store::notices::{self, Notice};
 use crate::store::{self, StoreError, StoredEvent};
@@ -22,13 +26,24 @@ pub struct MatchContext {
     pub state: Match,
     /// The names of the match's players, by id.
     pub names: BTreeMap<Uuid, String>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// What a match stream sends: first, when opened without a resume point, the caller's
+/// whole view; then events.
+#[derive(Debug)]
+// Events are nearly every item: the rare `state` is boxed, events stay inline.
+#[allow(clippy::large_enum_variant)]
+pub enum MatchItem {
+    State(Box<MatchState>),
+    Event(EventResource),
 }
 
 impl Topic for Matches {
     type Context = MatchContext;
     type Record = StoredEvent;
     type Viewer = Viewer;
-    type Item = EventResource;
+    type Item = MatchItem;
 
     const CHANNEL: &'static str = EVENTS_CHANNEL;
     const NAME: &'static str = "match";
@@ -42,6 +57,7 @@ impl Topic for Matches {
             context: MatchContext {
                 state: row.state,
                 names,
+                created_at: row.created_at,
             },
             end: row.last_seq,
             records: Vec::new(),
@@ -88,12 +104,34 @@ impl Topic for Matches {
         viewer_of(&context.state, caller)
     }
 
-    fn item(context: &MatchContext, viewer: &Viewer, record: &StoredEvent) -> EventResource {
-        EventResource::new(
+    fn item(context: &MatchContext, viewer: &Viewer, record: &StoredEvent) -> MatchItem {
+        MatchItem::Event(EventResource::new(
             record,
-            context.state.redact(&record.event, *viewer),
+            &context.state,
+            *viewer,
             context.names.clone(),
-        )
+        ))
+    }
+
+    /// The caller's view at the head, its clock counted by the database's time.
+    async fn snapshot(
+        pool: &PgPool,
+        id: Uuid,
+        head: &Batch<Self>,
+        caller: Uuid,
+    ) -> Result<Option<MatchItem>, StoreError> {
+        let now = store::now(pool).await?;
+        let context = &head.context;
+        let mut view = MatchResource::render(
+            id,
+            &context.state,
+            head.end,
+            context.created_at,
+            caller,
+            now,
+        );
+        view.names = context.names.clone();
+        Ok(Some(MatchItem::State(Box::new(MatchState::new(view)))))
     }
 
     fn finished(context: &MatchContext) -> bool {
@@ -163,6 +201,16 @@ impl Topic for Players {
 
     fn item((): &(), (): &(), record: &Notice) -> Notice {
         record.clone()
+    }
+
+    /// A feed's state is its notices: a fresh feed starts with every notice still kept.
+    async fn snapshot(
+        _pool: &PgPool,
+        _player: Uuid,
+        _head: &Batch<Self>,
+        _caller: Uuid,
+    ) -> Result<Option<Notice>, StoreError> {
+        Ok(None)
     }
 
     fn finished((): &()) -> bool {

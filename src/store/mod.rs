@@ -18,6 +18,7 @@ pub mod rematch;
 pub mod replicas;
 pub mod settings;
 pub mod streams;
+pub mod tickets;
 
 use sqlx::PgPool;
 use sqlx::migrate::MigrateDatabase;

@@ -141,7 +141,10 @@ async fn follow(client: Client, match_id: String, token: String) -> (Vec<Value>,
     loop {
         let mut request = client
             .http
-            .get(format!("{}/v1/matches/{match_id}/stream", client.base))
+            .get(format!(
+                "{}/v1/matches/{match_id}/stream?after=0",
+                client.base
+            ))
             .bearer_auth(&token);
         if let Some(last) = events.last() {
             request = request.header("Last-Event-ID", last["seq"].to_string());

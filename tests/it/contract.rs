@@ -193,7 +193,12 @@ async fn browsers_may_read_the_retry_request_id_and_rate_limit_headers(pool: PgP
         .to_str()
         .unwrap()
         .to_ascii_lowercase();
-    for header in ["retry-after", "x-request-id", "ratelimit-remaining"] {
+    for header in [
+        "retry-after",
+        "x-request-id",
+        "ratelimit",
+        "ratelimit-policy",
+    ] {
         assert!(exposed.contains(header), "{header} in {exposed}");
     }
 }
@@ -242,9 +247,9 @@ async fn a_players_matches_are_public_like_the_profile(pool: PgPool) {
     let public = app.get(&path, None).await;
     assert_eq!(public.status, StatusCode::OK, "{:?}", public.body);
     assert_eq!(ids(&public), std::slice::from_ref(&id));
-    assert_eq!(public.body["matches"][0]["viewer"], "spectator");
+    assert!(public.body["matches"][0]["you"].is_null());
     let own = app.get(&path, Some(&ala.token)).await;
-    assert_eq!(own.body["matches"][0]["viewer"], "participant");
+    assert_eq!(own.body["matches"][0]["you"], ala.id.as_str());
     // A token that is sent must still be valid.
     let forged = app.get(&path, Some("not-a-token")).await;
     assert_eq!(forged.status, StatusCode::UNAUTHORIZED);
@@ -392,4 +397,59 @@ async fn a_problem_quotes_at_most_1024_characters_of_the_request(pool: PgPool) {
         "the detail names the field: {detail}"
     );
     assert_eq!(detail.chars().count(), 1024);
+}
+
+#[sqlx::test]
+async fn list_entries_are_compact_summaries_with_the_view_one_get_away(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let (id, shooter, target) = app.battle_match("statki").await;
+    for (player, cell) in [(&shooter, "B2"), (&target, "B2"), (&shooter, "C2")] {
+        let shot = app
+            .post(
+                &format!("/v1/matches/{id}/shots"),
+                &player.token,
+                json!({ "cell": cell }),
+            )
+            .await;
+        assert_eq!(shot.status, StatusCode::OK, "{:?}", shot.body);
+    }
+    let resigned = app
+        .post(
+            &format!("/v1/matches/{id}/resign"),
+            &target.token,
+            json!({}),
+        )
+        .await;
+    assert_eq!(resigned.status, StatusCode::OK);
+
+    let list = app
+        .get(&format!("/v1/players/{}/matches", shooter.id), None)
+        .await;
+    let entry = &list.body["matches"][0];
+    assert_eq!(entry["id"], id.as_str());
+    assert_eq!(entry["phase"], "finished");
+    assert_eq!(entry["ruleset"], "statki");
+    assert_eq!(entry["result"]["winner"], shooter.id.as_str());
+    assert_eq!(entry["result"]["reason"], "resigned");
+    assert_eq!(entry["names"][&shooter.id], shooter.name.as_str());
+    assert_eq!(entry["players"].as_array().unwrap().len(), 2);
+    // Nothing of either side: no shots, fleets or record.
+    for heavy in [
+        "sides",
+        "record",
+        "fleet",
+        "shots",
+        "incoming",
+        "placement_hints",
+    ] {
+        assert!(entry.get(heavy).is_none(), "{heavy} in a list entry");
+    }
+    let size = serde_json::to_vec(entry).unwrap().len();
+    assert!(size < 1024, "a summary of {size} bytes");
+
+    let view = app
+        .get(&format!("/v1/matches/{id}"), Some(&shooter.token))
+        .await;
+    assert_eq!(view.body["seq"], entry["seq"]);
+    assert_eq!(view.body["record"].as_array().unwrap().len(), 2);
 }

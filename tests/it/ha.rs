@@ -253,7 +253,10 @@ async fn follow(client: Client, match_id: String, token: String) -> (Vec<Value>,
     loop {
         let mut request = client
             .http
-            .get(format!("{}/v1/matches/{match_id}/stream", client.base))
+            .get(format!(
+                "{}/v1/matches/{match_id}/stream?after=0",
+                client.base
+            ))
             .bearer_auth(&token);
         if let Some(last) = events.last() {
             request = request.header("Last-Event-ID", last["seq"].to_string());
@@ -927,7 +930,10 @@ async fn standby_lagging(state: &Path, client: &Client, database_url: &str, stan
     // A stream from the beginning, read until it has sent as many events as the primary holds.
     let response = client
         .http
-        .get(format!("{}/v1/matches/{match_id}/stream", client.base))
+        .get(format!(
+            "{}/v1/matches/{match_id}/stream?after=0",
+            client.base
+        ))
         .bearer_auth(&seats[0].token)
         .send()
         .await
@@ -1030,7 +1036,7 @@ async fn reads_that_may_lag_fall_back_to_the_primary_when_the_standby_is_gone(po
     let expected = events.body.as_array().expect("events").len();
     let response = app
         .client
-        .get(app.url(&format!("/v1/matches/{match_id}/stream")))
+        .get(app.url(&format!("/v1/matches/{match_id}/stream?after=0")))
         .bearer_auth(&first.token)
         .send()
         .await

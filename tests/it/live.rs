@@ -237,7 +237,7 @@ async fn a_stream_sees_the_opponents_shot(pool: PgPool) {
         .unwrap();
     let mut stream = open(
         &app,
-        &format!("/v1/matches/{id}/stream"),
+        &format!("/v1/matches/{id}/stream?after=0"),
         &target.token,
         None,
     )
@@ -270,7 +270,7 @@ async fn a_reconnect_gets_exactly_the_missed_events(pool: PgPool) {
     let app = spawn_app(pool).await;
     let (id, first, second) = app.battle_match("statki").await;
     let path = format!("/v1/matches/{id}/stream");
-    let mut stream = open(&app, &path, &second.token, None).await;
+    let mut stream = open(&app, &format!("{path}?after=0"), &second.token, None).await;
     let seen = stream.until("battle_started").await;
     let resume = seen.last().unwrap().seq();
     drop(stream);
@@ -358,7 +358,7 @@ async fn a_shot_made_on_one_replica_reaches_a_stream_on_the_other(pool: PgPool) 
     let (id, shooter, target) = one.battle_match("statki").await;
     let mut stream = open(
         &two,
-        &format!("/v1/matches/{id}/stream"),
+        &format!("/v1/matches/{id}/stream?after=0"),
         &target.token,
         None,
     )
@@ -406,7 +406,7 @@ async fn killing_the_listener_loses_nothing(pool: PgPool) {
     let (id, first, second) = app.battle_match("statki").await;
     let mut stream = open(
         &app,
-        &format!("/v1/matches/{id}/stream"),
+        &format!("/v1/matches/{id}/stream?after=0"),
         &second.token,
         None,
     )
@@ -485,7 +485,7 @@ async fn events_committed_while_not_listening_arrive_after_reconnecting(
     let (id, first, second) = app.battle_match("statki").await;
     let mut stream = open(
         &app,
-        &format!("/v1/matches/{id}/stream"),
+        &format!("/v1/matches/{id}/stream?after=0"),
         &second.token,
         None,
     )
@@ -550,7 +550,7 @@ async fn an_opponents_stream_never_carries_the_other_fleet_before_the_end(pool: 
     let app = spawn_app(pool).await;
     let (id, ala, bolek) = app.placement_match("statki").await;
     let watcher = app.register("watcher").await;
-    let path = format!("/v1/matches/{id}/stream");
+    let path = format!("/v1/matches/{id}/stream?after=0");
     let mut bolek_stream = open(&app, &path, &bolek.token, None).await;
     let mut spectator = open(&app, &path, &watcher.token, None).await;
     let mut ala_stream = open(&app, &path, &ala.token, None).await;
@@ -687,7 +687,7 @@ async fn a_slow_consumer_is_dropped_without_holding_up_the_others(pool: PgPool) 
     let (id, first, second) = app.battle_match("statki").await;
     let mut fast = open(
         &app,
-        &format!("/v1/matches/{id}/stream"),
+        &format!("/v1/matches/{id}/stream?after=0"),
         &second.token,
         None,
     )
@@ -697,7 +697,7 @@ async fn a_slow_consumer_is_dropped_without_holding_up_the_others(pool: PgPool) 
     let first_id = first.id.parse().unwrap();
     let slow = app
         .live
-        .match_feed(id.parse().unwrap(), first_id, start)
+        .match_feed(id.parse().unwrap(), first_id, Some(start))
         .await
         .unwrap()
         .unwrap();
@@ -729,7 +729,13 @@ async fn idle_streams_get_keep_alive_comments(pool: PgPool) {
     let app = spawn_app_full(pool, standard_settings(), live).await;
     let ala = app.register("ala").await;
     let id = app.create_match(&ala, json!({})).await;
-    let mut stream = open(&app, &format!("/v1/matches/{id}/stream"), &ala.token, None).await;
+    let mut stream = open(
+        &app,
+        &format!("/v1/matches/{id}/stream?after=0"),
+        &ala.token,
+        None,
+    )
+    .await;
     assert_eq!(stream.next().await.unwrap().kind(), "match_created");
     stream.expect_quiet(Duration::from_millis(700)).await;
     assert!(stream.comments >= 2, "{:?}", stream.raw);
@@ -771,4 +777,212 @@ async fn stream_requests_are_checked(pool: PgPool) {
 
     let spec = app.get("/openapi.yaml", None).await;
     assert_eq!(spec.status, StatusCode::OK);
+}
+
+/// A view without its clock reading, which moves between two reads.
+fn without_clock(mut view: Value) -> Value {
+    view.as_object_mut()
+        .expect("a view is an object")
+        .remove("deadline_ms_left");
+    view
+}
+
+#[sqlx::test]
+async fn a_fresh_match_stream_begins_with_the_callers_state(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let (id, shooter, target) = app.battle_match("statki").await;
+    let watcher = app.register("watcher").await;
+    let path = format!("/v1/matches/{id}/stream");
+    for (player, viewer) in [(&target, "participant"), (&watcher, "spectator")] {
+        let view = app
+            .get(&format!("/v1/matches/{id}"), Some(&player.token))
+            .await
+            .body;
+        let mut stream = open(&app, &path, &player.token, None).await;
+        let state = stream.next().await.expect("the state");
+        assert_eq!(state.kind(), "state");
+        assert_eq!(state.data["kind"], "state");
+        assert_eq!(state.seq(), view["seq"].as_i64().unwrap());
+        assert_eq!(state.data["seq"], view["seq"]);
+        assert_eq!(state.data["view"]["viewer"], viewer);
+        assert_eq!(
+            without_clock(state.data["view"].clone()),
+            without_clock(view)
+        );
+        // The state stands for the history: nothing before the next change.
+        stream.expect_quiet(Duration::from_millis(300)).await;
+    }
+
+    let mut stream = open(&app, &path, &target.token, None).await;
+    let state = stream.next().await.expect("the state");
+    let answer = fire(&app, &id, &shooter, "B2").await;
+    let shot = stream.next().await.expect("the shot");
+    assert_eq!((shot.kind(), shot.seq()), ("shot_fired", state.seq() + 1));
+    assert_eq!(shot.seq(), answer["seq"].as_i64().unwrap());
+    drop(stream);
+
+    // A reconnect continues after its last event, with no new state.
+    fire(&app, &id, &target, "B2").await;
+    let mut resumed = open(&app, &path, &target.token, Some(shot.seq())).await;
+    let next = resumed.next().await.expect("the missed shot");
+    assert_eq!((next.kind(), next.seq()), ("shot_fired", shot.seq() + 1));
+}
+
+#[sqlx::test]
+async fn the_final_event_carries_the_record(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let (id, shooter, target) = app.battle_match("statki").await;
+    let path = format!("/v1/matches/{id}/stream");
+    let mut stream = open(&app, &path, &target.token, None).await;
+    assert_eq!(stream.next().await.expect("the state").kind(), "state");
+    let resigned = app
+        .post(
+            &format!("/v1/matches/{id}/resign"),
+            &shooter.token,
+            json!({}),
+        )
+        .await;
+    assert_eq!(resigned.status, StatusCode::OK);
+    let finished = stream.until("match_finished").await.pop().unwrap();
+    stream.expect_end().await;
+
+    let view = app
+        .get(&format!("/v1/matches/{id}"), Some(&target.token))
+        .await
+        .body;
+    let record = &view["record"];
+    let fleets = record.as_array().expect("a finished view has the record");
+    assert_eq!(fleets.len(), 2);
+    assert!(
+        fleets
+            .iter()
+            .all(|fleet| fleet["commitment_verified"] == true)
+    );
+    assert_eq!(&finished.data["record"], record);
+
+    // The events feed says the same, and only on the final event.
+    let events = events_after(&app, &id, &target.token, 0).await;
+    let (last, earlier) = events.split_last().unwrap();
+    assert_eq!(last["kind"], "match_finished");
+    assert_eq!(&last["record"], record);
+    assert!(earlier.iter().all(|event| event.get("record").is_none()));
+
+    // After the end, a fresh stream is the finished view alone.
+    let mut late = open(&app, &path, &shooter.token, None).await;
+    let state = late.next().await.expect("the state");
+    assert_eq!(state.kind(), "state");
+    assert_eq!(state.data["view"]["phase"], "finished");
+    assert_eq!(&state.data["view"]["record"], record);
+    late.expect_end().await;
+}
+
+async fn ticket(app: &TestApp, token: &str) -> String {
+    let reply = app.post("/v1/stream-tickets", token, json!({})).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:?}", reply.body);
+    assert_eq!(reply.body["expires_in"], 60);
+    let ticket = reply.body["ticket"].as_str().unwrap().to_owned();
+    assert_eq!(ticket.len(), 64);
+    ticket
+}
+
+/// A stream request with a ticket and no `Authorization` header.
+async fn with_ticket(app: &TestApp, path: &str, ticket: &str) -> reqwest::Response {
+    app.client
+        .get(app.url(&format!("{path}?ticket={ticket}")))
+        .send()
+        .await
+        .unwrap()
+}
+
+#[sqlx::test]
+async fn a_stream_ticket_opens_one_stream_once(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let (id, shooter, target) = app.battle_match("statki").await;
+    let path = format!("/v1/matches/{id}/stream");
+
+    let first = ticket(&app, &target.token).await;
+    let response = with_ticket(&app, &path, &first).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut stream = SseClient {
+        body: Box::pin(
+            response
+                .bytes_stream()
+                .map(|chunk| chunk.map(|bytes| bytes.to_vec())),
+        ),
+        buffer: String::new(),
+        comments: 0,
+        raw: String::new(),
+    };
+    let state = stream.next().await.expect("the state");
+    assert_eq!(state.kind(), "state");
+    assert_eq!(
+        state.data["view"]["you"],
+        target.id.as_str(),
+        "the ticket's player"
+    );
+    fire(&app, &id, &shooter, "B2").await;
+    assert_eq!(stream.next().await.unwrap().kind(), "shot_fired");
+
+    // Single use.
+    let again = with_ticket(&app, &path, &first).await;
+    assert_eq!(again.status(), StatusCode::UNAUTHORIZED);
+    // The player feed takes one too; other routes do not.
+    let feed = ticket(&app, &target.token).await;
+    assert_eq!(
+        with_ticket(&app, "/v1/stream", &feed).await.status(),
+        StatusCode::OK
+    );
+    let elsewhere = ticket(&app, &target.token).await;
+    let me = app
+        .client
+        .get(app.url(&format!("/v1/me?ticket={elsewhere}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(me.status(), StatusCode::UNAUTHORIZED);
+
+    // A refused request does not use its ticket up.
+    let kept = ticket(&app, &target.token).await;
+    let refused = app
+        .client
+        .get(app.url(&format!("{path}?ticket={kept}")))
+        .header("Last-Event-ID", "seven")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(
+        with_ticket(&app, &path, &kept).await.status(),
+        StatusCode::OK
+    );
+
+    // An expired ticket is refused; only digests are stored.
+    let stale = ticket(&app, &target.token).await;
+    let stored: Vec<Vec<u8>> = sqlx::query_scalar("SELECT digest FROM stream_tickets")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert!(stored.iter().all(|digest| digest.len() == 32));
+    assert!(!stored.iter().any(|digest| digest == stale.as_bytes()));
+    sqlx::query("UPDATE stream_tickets SET expires_at = now() - interval '1 second'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        with_ticket(&app, &path, &stale).await.status(),
+        StatusCode::UNAUTHORIZED
+    );
+}
+
+#[sqlx::test]
+async fn a_ticket_dies_with_its_token(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let ala = app.register("ala").await;
+    let ticket = ticket(&app, &ala.token).await;
+    let revoked = app.delete("/v1/me/tokens", &ala.token).await;
+    assert_eq!(revoked.status, StatusCode::OK);
+    assert_eq!(
+        with_ticket(&app, "/v1/stream", &ticket).await.status(),
+        StatusCode::UNAUTHORIZED
+    );
 }
