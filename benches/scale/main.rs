@@ -446,7 +446,7 @@ async fn measure(
         let admin = admin.clone();
         async move {
             let mut tx = admin.begin().await.unwrap();
-            statki::store::matches::claim_due(&mut *tx, Utc::now(), 32)
+            statki::store::matches::claim_due(&mut tx, Utc::now(), 32)
                 .await
                 .unwrap();
             tx.rollback().await.unwrap();
@@ -460,7 +460,7 @@ async fn measure(
             let now = Utc::now();
             let mut tx = admin.begin().await.unwrap();
             statki::store::bots::claim_turns(
-                &mut *tx,
+                &mut tx,
                 now - chrono::Duration::milliseconds(800),
                 now - chrono::Duration::milliseconds(500),
                 now + chrono::Duration::seconds(1),
