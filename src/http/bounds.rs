@@ -14,7 +14,7 @@ use utoipa::openapi::{KnownFormat, OpenApi, RefOr};
 use super::error::{DETAIL_MAX_CHARS, RETRY_AFTER_MAX_SECONDS};
 use super::stream::CURSOR_MAX;
 use crate::accounts::password;
-use crate::app::{EVENTS_PAGE, ladder, reads};
+use crate::app::{EVENTS_PAGE, STREAM_TICKET_SECONDS, ladder, reads};
 use crate::auth::TOKEN_MAX_BYTES;
 use crate::bot::Level;
 use crate::engine::cell::BOARD_SIZE;
@@ -37,6 +37,9 @@ const TEXT_MAX: usize = 200;
 const SHIP_CELLS_MAX: usize = 5;
 const FLEET_SHIPS_MAX: usize = 10;
 const BOARD_CELLS: usize = BOARD_SIZE as usize * BOARD_SIZE as usize;
+/// An entity tag: `W/"<seq>-<player, 32 hex>"` for a match view, or a quoted SHA-256 digest
+/// (64 hex) for a shared answer (src/http/conditional.rs).
+const ETAG_MAX: usize = 66;
 /// Seats in a match.
 const SEATS: usize = 2;
 /// Whole seconds of a clock setting (`u32`).
@@ -205,6 +208,7 @@ fn string_max(object: &mut utoipa::openapi::schema::Object, field: &str) -> Opti
             Some(64)
         }
         "detail" => Some(DETAIL_MAX_CHARS),
+        "ETag" => Some(ETAG_MAX),
         "title" | "description" => Some(TEXT_MAX),
         // `ok`, `ready`.
         "healthz" | "readyz" => Some(16),
@@ -226,6 +230,7 @@ fn integer_range(field: &str) -> Option<(i64, i64)> {
         "fleet_cells" => (1, BOARD_CELLS as i64),
         "join_seconds" | "placement_seconds" | "shot_seconds" | "min" | "max" => (0, SECONDS_MAX),
         "Retry-After" => (1, RETRY_AFTER_MAX_SECONDS as i64),
+        "expires_in" => (1, STREAM_TICKET_SECONDS),
         _ => return None,
     })
 }
