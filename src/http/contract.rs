@@ -468,8 +468,9 @@ fn shared_headers(operation: &mut Operation) {
 
 /// Every answer of a rate-limited route says where its caller stands (when limits are on):
 /// the draft IETF `RateLimit-Policy` and `RateLimit` headers of the limit with the least
-/// room left (docs/security.md). Declared on the answers a client paces itself by (2xx,
-/// 3xx and 429); refusals of other kinds carry them too.
+/// room left (docs/security.md). Declared on every answer the limiter sees, which is all
+/// of them but 408 and 431: those are answered by layers outside it (the request's time
+/// limit and the head's size, src/http/mod.rs), before the limiter has counted the request.
 fn rate_limit_headers(operation: &mut Operation) {
     let header = |description: &str, example: &str| {
         HeaderBuilder::new()
@@ -487,7 +488,10 @@ fn rate_limit_headers(operation: &mut Operation) {
         let RefOr::T(response) = response else {
             continue;
         };
-        if !(status.starts_with('2') || status.starts_with('3') || status == "429") {
+        let seen_by_the_limiter = status.starts_with('2')
+            || status.starts_with('3')
+            || (status.starts_with('4') && status != "408" && status != "431");
+        if !seen_by_the_limiter {
             continue;
         }
         response.headers.insert(

@@ -207,6 +207,17 @@ async fn every_limited_answer_says_where_the_caller_stands(pool: PgPool) {
     // Without a token the address limit is the one reported.
     let anonymous = get_tagged(&app, "/v1/rulesets", None, None).await;
     assert_eq!(standing(&anonymous).0, "address");
+    // A refusal the limiter saw says where the caller stands too (openapi.yaml declares the
+    // headers on every answer but 408 and 431).
+    let missing = get_tagged(
+        &app,
+        &format!("/v1/players/{}", uuid::Uuid::now_v7()),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    assert_eq!(standing(&missing).0, "address");
     // Probes are not limited, so they say nothing.
     let probe = get_tagged(&app, "/healthz", None, None).await;
     assert!(probe.headers().get("ratelimit").is_none());
