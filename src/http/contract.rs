@@ -575,8 +575,8 @@ fn require(object: &mut utoipa::openapi::schema::Object, fields: &[&str]) {
 /// A match is typed by its viewer: `ParticipantMatch` (the caller's own side, every field
 /// present, `you` set) or `SpectatorMatch` (no own side, `you` null), one flat object
 /// each, and `MatchResource` a `oneOf` of them discriminated by `viewer`. Reads carry
-/// `names`; the answers to commands (always a participant's) are `MatchUpdate`, the
-/// participant's view without them.
+/// `names`; the answers to commands are `MatchUpdate`, the participant's view without them
+/// (a decline's, whose caller never sat, `SpectatorUpdate`).
 fn typed_views(doc: &mut OpenApi) {
     use utoipa::openapi::schema::{Discriminator, OneOfBuilder};
     let Some(components) = doc.components.as_mut() else {
@@ -645,6 +645,16 @@ fn typed_views(doc: &mut OpenApi) {
             .to_owned(),
     );
 
+    // A decline's answer: the invited player never took a seat, so they see the cancelled
+    // match as a spectator does.
+    let mut spectator_update = spectator.clone();
+    spectator_update.properties.remove("names");
+    spectator_update.required.retain(|field| field != "names");
+    spectator_update.description = Some(
+        "The match as a caller without a seat sees it after their command (a decline): a `SpectatorMatch` without `names`."
+            .to_owned(),
+    );
+
     let mut discriminator = Discriminator::new("viewer");
     for (kind, name) in [
         ("participant", "ParticipantMatch"),
@@ -669,15 +679,21 @@ fn typed_views(doc: &mut OpenApi) {
         ("ParticipantMatch", Schema::Object(participant)),
         ("SpectatorMatch", Schema::Object(spectator)),
         ("MatchUpdate", Schema::Object(update)),
+        ("SpectatorUpdate", Schema::Object(spectator_update)),
         ("MatchResource", Schema::OneOf(resource)),
     ] {
         components.schemas.insert(name.to_owned(), RefOr::T(schema));
     }
 
-    // Commands answer the caller's own view without names.
+    // Commands answer the caller's own view without names (a decline, a spectator's).
     for item in doc.paths.paths.values_mut() {
         let commands = [item.put.as_mut(), item.post.as_mut(), item.delete.as_mut()];
         for operation in commands.into_iter().flatten() {
+            let answer = if operation.operation_id.as_deref() == Some("decline") {
+                "SpectatorUpdate"
+            } else {
+                "MatchUpdate"
+            };
             for response in operation.responses.responses.values_mut() {
                 let RefOr::T(response) = response else {
                     continue;
@@ -689,7 +705,7 @@ fn typed_views(doc: &mut OpenApi) {
                     if let Some(RefOr::Ref(reference)) = &content.schema
                         && reference.ref_location == "#/components/schemas/MatchResource"
                     {
-                        content.schema = Some(RefOr::Ref(Ref::from_schema_name("MatchUpdate")));
+                        content.schema = Some(RefOr::Ref(Ref::from_schema_name(answer)));
                     }
                 }
             }

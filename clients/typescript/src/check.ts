@@ -357,6 +357,15 @@ async function main() {
   await checked(carolApi.GET("/v1/me"), 401);
   assert.equal(data(await checked(clientFor(renewed.token).GET("/v1/me"), 200)).id, carol.id, "the new token works, the old ones do not");
 
+  // A challenge the invited player declines, and a ticket for a browser's EventSource.
+  const challenge = data(await checked(ala.api.POST("/v1/matches", { body: { opponent: bolek.me.id } }), 201));
+  const declined = data(
+    await checked(bolek.api.POST("/v1/matches/{id}/decline", { params: { path: { id: challenge.id } } }), 200),
+  );
+  assert.equal(declined.phase, "cancelled", "a declined challenge is cancelled");
+  const ticket = data(await checked(ala.api.POST("/v1/stream-tickets"), 201));
+  assert.ok(ticket.ticket.length > 0 && ticket.expires_in > 0, "a stream ticket and its lifetime");
+
   const bots = data(await checked(anonymous.GET("/v1/bots"), 200));
   assert.deepEqual(bots.map((bot) => bot.level).sort(), ["easy", "hard", "medium"]);
 
