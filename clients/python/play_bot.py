@@ -141,9 +141,10 @@ assert all(e.placement is not UNSET for e in own_ships), "our own placements are
 assert all(event.names is not UNSET for event in events), "events name the players"
 finished = next(e for e in events if isinstance(e, MatchFinishedEvent))
 
-# The same events as the stream sends them, typed the same way; kinds this client has no
-# class for (a newer server's) are kept apart, not dropped.
-streamed = list(follow_match(me, match_id))
+# The same events as the stream sends them from the start (`Last-Event-ID: 0`: the whole
+# log, no opening snapshot), typed the same way; kinds this client has no class for (a
+# newer server's) are kept apart, not dropped.
+streamed = list(follow_match(me, match_id, last_event_id="0"))
 event_classes = set(kinds)
 typed = [event for event in streamed if type(event) in event_classes]
 assert [event.seq for event in typed] == [event.seq for event in events], "the stream sends every event once"
