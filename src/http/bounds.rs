@@ -53,13 +53,7 @@ pub fn bound(doc: &mut OpenApi) {
         }
     }
     for item in doc.paths.paths.values_mut() {
-        let operations = [
-            item.get.as_mut(),
-            item.put.as_mut(),
-            item.post.as_mut(),
-            item.delete.as_mut(),
-        ];
-        for operation in operations.into_iter().flatten() {
+        for operation in super::contract::operations_mut(item) {
             for parameter in operation.parameters.iter_mut().flatten() {
                 if let RefOr::T(parameter) = parameter {
                     let name = parameter.name.clone();

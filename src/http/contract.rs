@@ -15,17 +15,26 @@ use utoipa::openapi::{
 use super::error::ErrorCode;
 use super::extract::{IDEMPOTENCY_KEY_MAX, IDEMPOTENCY_KEY_PATTERN};
 
+/// The operations of a path the document describes (the service answers GET, PUT, POST and
+/// DELETE), for the passes that complete, bound and describe them.
+pub(super) fn operations_mut(
+    item: &mut utoipa::openapi::path::PathItem,
+) -> impl Iterator<Item = &mut Operation> {
+    [
+        item.get.as_mut(),
+        item.put.as_mut(),
+        item.post.as_mut(),
+        item.delete.as_mut(),
+    ]
+    .into_iter()
+    .flatten()
+}
+
 /// Applies every completion below to `doc`.
 pub fn complete(doc: &mut OpenApi) {
     for (path, item) in doc.paths.paths.iter_mut() {
         let limited = !super::limits::exempt(path);
-        let operations = [
-            item.get.as_mut(),
-            item.put.as_mut(),
-            item.post.as_mut(),
-            item.delete.as_mut(),
-        ];
-        for operation in operations.into_iter().flatten() {
+        for operation in operations_mut(item) {
             // An operation without a token says so, rather than saying nothing.
             if operation.security.is_none() {
                 operation.security = Some(vec![SecurityRequirement::default()]);

@@ -16,13 +16,7 @@ const CORS_HEADER: &str = "Access-Control-Allow-Origin";
 /// Applies all of it to `doc`.
 pub fn describe(doc: &mut OpenApi) {
     for item in doc.paths.paths.values_mut() {
-        let operations = [
-            item.get.as_mut(),
-            item.put.as_mut(),
-            item.post.as_mut(),
-            item.delete.as_mut(),
-        ];
-        for operation in operations.into_iter().flatten() {
+        for operation in super::contract::operations_mut(item) {
             for response in operation.responses.responses.values_mut() {
                 if let RefOr::T(response) = response {
                     response.headers.insert(
