@@ -56,6 +56,8 @@ pub enum AppError {
     NotQueued,
     #[error("you are playing a match; finish it before queueing")]
     InMatch,
+    #[error("the match is still being played: it can be exported once it is over")]
+    NotOver,
     #[error("no rematch: {0}")]
     RematchUnavailable(&'static str),
     #[error("the service is shutting down")]
@@ -96,6 +98,7 @@ impl AppError {
             AppError::NotQueued => "not_queued",
             AppError::InMatch => "in_match",
             AppError::RematchUnavailable(_) => "rematch_unavailable",
+            AppError::NotOver => "match_not_over",
             AppError::ShuttingDown | AppError::Unavailable(_) => "unavailable",
             AppError::Database(error) if is_unavailable(error) => "unavailable",
             AppError::Database(_) | AppError::Corrupt(_) => "internal",

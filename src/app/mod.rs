@@ -9,6 +9,7 @@ mod cache;
 mod clocks;
 mod commands;
 mod error;
+pub mod export;
 mod idempotency;
 pub mod ladder;
 mod matches;

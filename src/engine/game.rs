@@ -69,6 +69,30 @@ pub enum CancelReason {
     Declined,
 }
 
+impl FinishReason {
+    /// The reason as the event log and the API spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::AllSunk => "all_sunk",
+            FinishReason::PlacementTimeout => "placement_timeout",
+            FinishReason::BothPlacementTimeout => "both_placement_timeout",
+            FinishReason::ShotTimeout => "shot_timeout",
+            FinishReason::Resigned => "resigned",
+        }
+    }
+}
+
+impl CancelReason {
+    /// The reason as the event log and the API spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CancelReason::NotJoined => "not_joined",
+            CancelReason::Withdrawn => "withdrawn",
+            CancelReason::Declined => "declined",
+        }
+    }
+}
+
 /// How a finished match ended; `winner` is `None` for a draw.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct MatchResult {
@@ -908,5 +932,37 @@ impl Match {
                 (None, _) => true,
                 (Some(_), None) => false,
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_are_spelled_as_serialised() {
+        use FinishReason::*;
+        for reason in [
+            AllSunk,
+            PlacementTimeout,
+            BothPlacementTimeout,
+            ShotTimeout,
+            Resigned,
+        ] {
+            assert_eq!(
+                serde_json::json!(reason.as_str()),
+                serde_json::json!(reason)
+            );
+        }
+        for reason in [
+            CancelReason::NotJoined,
+            CancelReason::Withdrawn,
+            CancelReason::Declined,
+        ] {
+            assert_eq!(
+                serde_json::json!(reason.as_str()),
+                serde_json::json!(reason)
+            );
+        }
     }
 }

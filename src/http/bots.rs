@@ -24,7 +24,7 @@ async fn list_bots(
     State(state): State<AppState>,
     headers: axum::http::HeaderMap,
 ) -> Result<axum::response::Response, ApiError> {
-    let body = serde_json::to_vec(&state.app.bots().await?).unwrap_or_default();
+    let body = super::conditional::json_bytes(&state.app.bots().await?)?;
     Ok(super::conditional::public(
         &headers,
         "application/json",

@@ -42,6 +42,8 @@ const BOARD_CELLS: usize = BOARD_SIZE as usize * BOARD_SIZE as usize;
 const ETAG_MAX: usize = 66;
 /// Seats in a match.
 const SEATS: usize = 2;
+/// A match's one-line-per-move text: under 80 bytes a line, at most `EVENTS_PAGE` events.
+const EXPORT_TEXT_MAX: usize = 64 * 1024;
 /// Whole seconds of a clock setting (`u32`).
 const SECONDS_MAX: i64 = u32::MAX as i64;
 
@@ -206,6 +208,8 @@ fn string_max(object: &mut utoipa::openapi::schema::Object, field: &str) -> Opti
         "title" | "description" => Some(TEXT_MAX),
         // `ok`, `ready`.
         "healthz" | "readyz" => Some(16),
+        // The text form: a few header lines, then at most a line per shot and per event.
+        "export_match" => Some(EXPORT_TEXT_MAX),
         _ => None,
     }
 }
@@ -235,7 +239,7 @@ fn items_max(field: &str) -> Option<usize> {
         "cells" | "hits" => SHIP_CELLS_MAX,
         "fleet" | "ships" | "sunk" => FLEET_SHIPS_MAX,
         "shots" | "incoming" | "marked" | "horizontal" | "vertical" => BOARD_CELLS,
-        "players" | "record" | "sides" | "changes" | "offers" => SEATS,
+        "players" | "fleets" | "record" | "sides" | "changes" | "offers" => SEATS,
         "rulesets" | "ladders" => RuleSetId::ALL.len(),
         "entries" => ladder::PAGE_MAX as usize,
         "matches" => reads::LIST_PAGE_MAX as usize,

@@ -7,9 +7,15 @@ use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
+use super::error::{ApiError, ErrorCode};
+
 /// `Cache-Control` of a caller's own view: a client may keep it, but must ask again (with
 /// `If-None-Match`) before using it; shared caches must not keep it at all.
 const CACHE_PRIVATE: &str = "private, no-cache";
+
+/// `Cache-Control` of a public answer that changes with play: kept anywhere, but checked
+/// again before every use.
+const CACHE_REVALIDATE: &str = "public, no-cache";
 
 /// The tag of `viewer`'s view of a match at `seq`. Weak: the view's clock reading
 /// (`deadline_ms_left`) moves on while the view stays the same.
@@ -78,6 +84,43 @@ pub fn public(headers: &HeaderMap, content_type: &'static str, body: Vec<u8>) ->
     let tag = digest_tag(&body);
     let answer = ([(header::CONTENT_TYPE, content_type)], body).into_response();
     tagged(headers, &tag, super::CACHE_PUBLIC.1, answer)
+}
+
+/// `value` as the bytes of a JSON answer; a value that does not serialise is our fault.
+pub fn json_bytes<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, ApiError> {
+    serde_json::to_vec(value).map_err(|error| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::Internal,
+            error.to_string(),
+        )
+    })
+}
+
+/// An answer that changes as play goes on (a profile): any cache may keep it, but must ask
+/// again (with `If-None-Match`) before each use. Tagged by its bytes.
+pub fn revalidated(headers: &HeaderMap, content_type: &'static str, body: Vec<u8>) -> Response {
+    let tag = digest_tag(&body);
+    let answer = ([(header::CONTENT_TYPE, content_type)], body).into_response();
+    tagged(headers, &tag, CACHE_REVALIDATE, answer)
+}
+
+/// An answer read with the caller's token (an event page, an export), tagged by its bytes;
+/// only the caller's own cache may keep it. `vary` names the request headers it depends
+/// on besides the token.
+pub fn private(
+    headers: &HeaderMap,
+    content_type: &'static str,
+    body: Vec<u8>,
+    vary: &'static str,
+) -> Response {
+    let tag = digest_tag(&body);
+    let answer = ([(header::CONTENT_TYPE, content_type)], body).into_response();
+    let mut response = tagged(headers, &tag, CACHE_PRIVATE, answer);
+    response
+        .headers_mut()
+        .insert(header::VARY, HeaderValue::from_static(vary));
+    response
 }
 
 #[cfg(test)]

@@ -81,6 +81,7 @@ error_codes! {
     NotQueued = "not_queued",
     InMatch = "in_match",
     RematchUnavailable = "rematch_unavailable",
+    MatchNotOver = "match_not_over",
     InvalidCredentials = "invalid_credentials",
     InvalidPassword = "invalid_password",
     WrongPassword = "wrong_password",
@@ -233,7 +234,8 @@ fn status_of(error: &AppError) -> StatusCode {
         | AppError::IdempotencyInProgress
         | AppError::AlreadyQueued
         | AppError::InMatch
-        | AppError::RematchUnavailable(_) => StatusCode::CONFLICT,
+        | AppError::RematchUnavailable(_)
+        | AppError::NotOver => StatusCode::CONFLICT,
         AppError::InvalidName(_)
         | AppError::UnknownRuleset(_)
         | AppError::RankedNeedsStandardRules(_)
@@ -408,6 +410,7 @@ mod tests {
             AppError::NotQueued,
             AppError::InMatch,
             AppError::RematchUnavailable(""),
+            AppError::NotOver,
             AppError::Revoked,
             AppError::InvalidCredentials,
             AppError::InvalidPassword,

@@ -410,7 +410,10 @@ async fn decline(
     params(("id" = Uuid, Path), EventsQuery),
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "The events after `after`, in order, at most 500", body = Vec<EventResource>),
+        (status = 200, description = "The events after `after`, in order, at most 500", body = Vec<EventResource>,
+            headers(("ETag" = String, description = "A digest of the page; send it as `If-None-Match` to be answered 304 while nothing happened"))),
+        (status = 304, description = "Not modified: `If-None-Match` names the current page's tag",
+            headers(("ETag" = String, description = "The page's tag"))),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -419,7 +422,8 @@ async fn match_events(
     Caller(caller): Caller,
     ApiPath(id): ApiPath<Uuid>,
     ApiQuery(query): ApiQuery<EventsQuery>,
-) -> Result<Json<Vec<EventResource>>, ApiError> {
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     if !(0..=super::stream::CURSOR_MAX).contains(&query.after) {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -430,5 +434,12 @@ async fn match_events(
             ),
         ));
     }
-    Ok(Json(state.app.events(id, caller, query.after).await?))
+    let events = state.app.events(id, caller, query.after).await?;
+    let body = conditional::json_bytes(&events)?;
+    Ok(conditional::private(
+        &headers,
+        "application/json",
+        body,
+        "authorization",
+    ))
 }

@@ -8,6 +8,7 @@ mod conditional;
 mod contract;
 mod deployment;
 pub mod error;
+mod export;
 pub mod extract;
 mod ladder;
 pub mod limits;
@@ -143,6 +144,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .merge(bots::router())
         .merge(rulesets::router())
         .merge(matches::router())
+        .merge(export::router())
         .merge(ladder::router())
         .merge(queue::router())
         .merge(stream::router())

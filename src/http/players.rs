@@ -82,15 +82,25 @@ async fn create_player(
     get, path = "/v1/players/{id}", tag = "players",
     params(("id" = Uuid, Path, description = "Player id")),
     responses(
-        (status = 200, description = "The player's public profile", body = PlayerProfile),
+        (status = 200, description = "The player's public profile", body = PlayerProfile,
+            headers(("ETag" = String, description = "A digest of the profile; send it as `If-None-Match` to be answered 304 while it is unchanged"))),
+        (status = 304, description = "Not modified: `If-None-Match` names the current profile's tag",
+            headers(("ETag" = String, description = "The profile's tag"))),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn get_player(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<Uuid>,
-) -> Result<Json<PlayerProfile>, ApiError> {
-    Ok(Json(state.app.profile(id).await?))
+    headers: axum::http::HeaderMap,
+) -> Result<axum::response::Response, ApiError> {
+    let profile: PlayerProfile = state.app.profile(id).await?;
+    let body = super::conditional::json_bytes(&profile)?;
+    Ok(super::conditional::revalidated(
+        &headers,
+        "application/json",
+        body,
+    ))
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]

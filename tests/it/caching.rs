@@ -92,6 +92,43 @@ async fn what_is_the_same_for_everyone_is_tagged_by_its_content(pool: PgPool) {
 }
 
 #[sqlx::test]
+async fn event_pages_and_profiles_are_revalidated_by_their_content(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let (id, shooter, target) = app.battle_match("statki").await;
+    let events = format!("/v1/matches/{id}/events");
+    let profile = format!("/v1/players/{}", target.id);
+    let first_events = get_tagged(&app, &events, Some(&target.token), None).await;
+    assert_eq!(first_events.status(), StatusCode::OK);
+    assert_eq!(first_events.headers()["cache-control"], "private, no-cache");
+    let events_tag = etag(&first_events);
+    let first_profile = get_tagged(&app, &profile, None, None).await;
+    assert_eq!(first_profile.status(), StatusCode::OK);
+    assert_eq!(first_profile.headers()["cache-control"], "public, no-cache");
+    let profile_tag = etag(&first_profile);
+
+    let unchanged = get_tagged(&app, &events, Some(&target.token), Some(&events_tag)).await;
+    assert_eq!(unchanged.status(), StatusCode::NOT_MODIFIED);
+    let unchanged = get_tagged(&app, &profile, None, Some(&profile_tag)).await;
+    assert_eq!(unchanged.status(), StatusCode::NOT_MODIFIED);
+
+    // A new event changes the page; the match ending changes the profile's record.
+    let resigned = app
+        .post(
+            &format!("/v1/matches/{id}/resign"),
+            &shooter.token,
+            json!({}),
+        )
+        .await;
+    assert_eq!(resigned.status, StatusCode::OK);
+    let changed = get_tagged(&app, &events, Some(&target.token), Some(&events_tag)).await;
+    assert_eq!(changed.status(), StatusCode::OK);
+    assert_ne!(etag(&changed), events_tag);
+    let changed = get_tagged(&app, &profile, None, Some(&profile_tag)).await;
+    assert_eq!(changed.status(), StatusCode::OK);
+    assert_ne!(etag(&changed), profile_tag);
+}
+
+#[sqlx::test]
 async fn larger_json_answers_are_compressed_and_streams_never(pool: PgPool) {
     let app = spawn_app(pool).await;
     let ala = app.register("Ala").await;

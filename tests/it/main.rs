@@ -19,6 +19,7 @@ mod contract;
 mod distributable;
 mod engine_properties;
 mod engine_rules;
+mod export;
 mod fault_campaign;
 mod faults;
 mod ha;
