@@ -13,13 +13,14 @@ import uuid
 
 from statki_client import AuthenticatedClient, Client
 from statki_client.api.bots import list_bots
-from statki_client.api.matches import create_match, fire, get_match, match_events, place_ship
+from statki_client.api.matches import create_match, export_match, fire, get_match, match_events, place_ship
 from statki_client.api.players import create_player
 from statki_client.models import (
     BattleStartedEvent,
     FleetLockedEvent,
     Level,
     MatchCreatedEvent,
+    MatchExport,
     MatchFinishedEvent,
     MatchUpdate,
     NewMatch,
@@ -39,7 +40,7 @@ from statki_client.models import (
     ShotRequest,
 )
 from statki_client.types import UNSET
-from statki_sse import OtherEvent, follow_match
+from statki_sse import OtherEvent, export_matches, follow_match
 
 BASE_URL = sys.argv[1]
 RULESET = RuleSetId(sys.argv[2] if len(sys.argv) > 2 else "statki")
@@ -152,6 +153,13 @@ assert [type(event) for event in typed] == kinds, "each streamed event is the cl
 # Anything else is the stream's opening snapshot or a kind this client has no class for.
 extras = {type(event).__name__ for event in streamed if type(event) not in event_classes}
 assert extras <= {OtherEvent.__name__, "MatchState"}, extras
+# The export: the same match as one document, and first in our own ndjson export.
+exported = expect(export_match.sync(match_id, client=me), MatchExport)
+assert len(exported.fleets) == 2 and all(fleet.commitment_verified for fleet in exported.fleets)
+assert [type(event) for event in exported.events] == kinds, "the export holds every event"
+newest = list(export_matches(me, session.id, max=1))
+assert [match.id for match in newest] == [exported.id], "our newest finished match comes first"
+
 winner = "we" if finished.winner == session.id else "the bot"
 print(
     f"{RULESET.value}: {shots} shots, {len(events)} typed events (as many streamed), "

@@ -7,6 +7,8 @@ match stream ends when the match does (the server then answers 204).
 Each event's data becomes the generated class of its `kind` (`ShotFiredEvent`,
 `ChallengeNotice`, ...); a kind this client does not know (a newer server's, such as a
 `state` snapshot) comes as an `OtherEvent` rather than being dropped.
+
+`export_matches` reads a player's ndjson export the same way, a typed `MatchExport` a line.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Iterator, Optional
 
 import httpx
@@ -118,3 +121,30 @@ def follow_notices(
 ) -> Iterator[Any]:
     """The caller's notices (`GET /v1/stream`) as typed objects; never ends by itself."""
     return follow(client, "/v1/stream", "Notice", last_event_id)
+
+
+def export_matches(
+    client: AuthenticatedClient,
+    player_id: Any,
+    since: Optional[datetime] = None,
+    until: Optional[datetime] = None,
+    max: Optional[int] = None,
+) -> Iterator[models.MatchExport]:
+    """A player's finished matches, newest first (`GET /v1/players/{id}/matches/export`),
+    read line by line as they are streamed: the generator has no reader for ndjson.
+    A stream cut short raises rather than ending early."""
+    params: dict[str, str] = {}
+    if since is not None:
+        params["since"] = since.isoformat()
+    if until is not None:
+        params["until"] = until.isoformat()
+    if max is not None:
+        params["max"] = str(max)
+    path = f"/v1/players/{player_id}/matches/export"
+    with client.get_httpx_client().stream("GET", path, params=params) as response:
+        if response.status_code != 200:
+            response.read()
+            raise RuntimeError(f"the export was refused: {response.status_code} {response.text}")
+        for line in response.iter_lines():
+            if line:
+                yield models.MatchExport.from_dict(json.loads(line))

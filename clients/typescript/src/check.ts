@@ -70,7 +70,8 @@ async function checked<T extends { response: Response; data?: unknown; error?: u
   assert.ok(documented, `${method.toUpperCase()} ${template} answered an undocumented ${response.status}`);
   const contentType = (response.headers.get("content-type") ?? "").split(";")[0]?.trim() ?? "";
   const schema = documented.content?.[contentType]?.schema;
-  if (schema && contentType.endsWith("json")) {
+  // An ndjson body is a line per document: the caller validates each line.
+  if (schema && contentType.endsWith("json") && contentType !== "application/x-ndjson") {
     const pointer = `${template.replace(/~/g, "~0").replace(/\//g, "~1")}/${method}/responses/${response.status}/content/${contentType.replace(/\//g, "~1")}/schema`;
     const validate = ajv.getSchema(`openapi#/paths/${pointer}`);
     assert.ok(validate, `no schema at ${pointer}`);
@@ -307,6 +308,21 @@ async function main() {
     assert.equal(events[0]?.seq, 4, "after reached the server");
   }
   await checked(watcher.api.GET("/v1/matches/{id}/stream", { params: { path: { id }, query: { after: 1000 } }, parseAs: "stream" }), 204);
+
+  // The export: the finished match as one document, as one line per move, and a player's
+  // finished matches as ndjson.
+  const exported = data(await checked(watcher.api.GET("/v1/matches/{id}/export", match), 200));
+  assert.ok(typeof exported !== "string", "JSON unless text is asked for");
+  assert.equal(exported.fleets.length, 2);
+  assert.ok(exported.fleets.every((fleet) => fleet.commitment_verified), "both commitments check out");
+  const moves = data(await checked(watcher.api.GET("/v1/matches/{id}/export", { ...match, headers: { Accept: "text/plain" }, parseAs: "text" }), 200));
+  assert.ok(moves.startsWith(`# statki match ${id} `), `the text form: ${moves.slice(0, 80)}`);
+  const bulk = data(
+    await checked(ala.api.GET("/v1/players/{id}/matches/export", { params: { path: { id: ala.me.id }, query: { max: 1 } }, parseAs: "text" }), 200),
+  );
+  const lines = bulk.trimEnd().split("\n");
+  assert.equal(lines.length, 1, "max reached the server");
+  for (const line of lines) validateAs("MatchExport", JSON.parse(line));
 
   // Rematch, the player's matches with paging, the ladder, the queue and the player feed.
   await checked(target.api.POST("/v1/matches/{id}/rematch", match), 200);
