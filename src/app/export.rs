@@ -38,7 +38,7 @@ pub struct MatchExport {
     pub created_at: DateTime<Utc>,
     /// When the last event was recorded.
     pub ended_at: DateTime<Utc>,
-    /// Absent for a cancelled match.
+    /// Null for a cancelled match, as in views.
     pub result: Option<MatchResult>,
     /// Both fleets opened: ships in fleet order, salt, commitment, and whether the
     /// commitment checks out (none for a match that ended before any fleet was locked).

@@ -1,8 +1,8 @@
 //! `/v1/ladder`: the ranked ladder of each rule set.
 
-use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
 use serde::Deserialize;
 use utoipa::IntoParams;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -37,7 +37,10 @@ pub struct LadderQuery {
     get, path = "/v1/ladder/{ruleset}", tag = "ladder",
     params(("ruleset" = RuleSetId, Path, description = "The ladder's rule set"), LadderQuery),
     responses(
-        (status = 200, description = "A page of the ladder, best first", body = LadderPage),
+        (status = 200, description = "A page of the ladder, best first", body = LadderPage,
+            headers(("ETag" = String, description = "A digest of the page; send it as `If-None-Match` to be answered 304 while it is unchanged"))),
+        (status = 304, description = "Not modified: `If-None-Match` names the current page's tag",
+            headers(("ETag" = String, description = "The page's tag"))),
         (status = 400, description = "`invalid_cursor`, `invalid_query`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`unknown_ruleset`", body = Problem, content_type = "application/problem+json"),
     )
@@ -46,7 +49,8 @@ async fn get_ladder(
     State(state): State<AppState>,
     ApiPath(ruleset): ApiPath<String>,
     ApiQuery(query): ApiQuery<LadderQuery>,
-) -> Result<Json<LadderPage>, ApiError> {
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     let id = RuleSetId::parse(&ruleset).ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -72,5 +76,11 @@ async fn get_ladder(
             )
         })?),
     };
-    Ok(Json(state.app.ladder_page(id, after, limit).await?))
+    let page: LadderPage = state.app.ladder_page(id, after, limit).await?;
+    let body = super::conditional::json_bytes(&page)?;
+    Ok(super::conditional::revalidated(
+        &headers,
+        "application/json",
+        body,
+    ))
 }

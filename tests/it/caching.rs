@@ -92,11 +92,17 @@ async fn what_is_the_same_for_everyone_is_tagged_by_its_content(pool: PgPool) {
 }
 
 #[sqlx::test]
-async fn event_pages_and_profiles_are_revalidated_by_their_content(pool: PgPool) {
+async fn event_pages_profiles_and_the_ladder_are_revalidated_by_their_content(pool: PgPool) {
     let app = spawn_app(pool).await;
     let (id, shooter, target) = app.battle_match("statki").await;
     let events = format!("/v1/matches/{id}/events");
     let profile = format!("/v1/players/{}", target.id);
+    let ladder = "/v1/ladder/statki";
+    let first_ladder = get_tagged(&app, ladder, None, None).await;
+    assert_eq!(first_ladder.headers()["cache-control"], "public, no-cache");
+    let ladder_tag = etag(&first_ladder);
+    let unchanged = get_tagged(&app, ladder, None, Some(&ladder_tag)).await;
+    assert_eq!(unchanged.status(), StatusCode::NOT_MODIFIED);
     let first_events = get_tagged(&app, &events, Some(&target.token), None).await;
     assert_eq!(first_events.status(), StatusCode::OK);
     assert_eq!(first_events.headers()["cache-control"], "private, no-cache");
