@@ -43,7 +43,7 @@ export function render(app, main, id) {
   async function page(cursor) {
     try {
       const answer = await app.api.playerMatches(id, cursor);
-      const matches = Array.isArray(answer) ? answer : answer.matches || [];
+      const { matches } = answer;
       if (!alive) return;
       for (const match of matches) {
         rememberNames(match);
@@ -62,10 +62,7 @@ export function render(app, main, id) {
           h('td', {}, h('a', { href: `#/m/${match.id}` }, t('lobby.view')),
             match.phase === 'finished' ? [' · ', h('a', { href: `#/m/${match.id}/replay` }, t('end.replay'))] : null)));
       }
-      // Paged by the answer's `next` cursor, or (older servers) by the last match's time.
-      let next = null;
-      if (answer.next) next = { after: answer.next };
-      else if (Array.isArray(answer) && matches.length === 100) next = { before: matches[matches.length - 1].created_at };
+      const next = answer.next ? { after: answer.next } : null;
       mount(more, next ? h('button', { type: 'button', class: 'secondary', onclick: () => page(next) }, t('more')) : null);
     } catch (error) {
       mount(more, h('p', { class: 'form-error', role: 'alert' }, error.message));
