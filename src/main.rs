@@ -63,8 +63,14 @@ async fn main() -> anyhow::Result<()> {
     served
 }
 
+/// The longest a read connection lives (half that idle).
+const READ_CONNECTION_LIFETIME: Duration = Duration::from_secs(20);
+
 /// The pool of STATKI_READ_DATABASE_URL (a streaming standby), when set: connected lazily,
-/// so a standby that is down at start only sends reads to the primary.
+/// so a standby that is down at start only sends reads to the primary. Its connections
+/// are short-lived: one that a standby front opened to the leader while the standby was
+/// down goes within `READ_CONNECTION_LIFETIME`, so reads return to the standby once it is
+/// back rather than staying on the leader for as long as they keep the connection busy.
 fn read_pool(config: &Config) -> anyhow::Result<Option<sqlx::PgPool>> {
     let Some(url) = config
         .read_database_url
@@ -76,6 +82,8 @@ fn read_pool(config: &Config) -> anyhow::Result<Option<sqlx::PgPool>> {
     let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(config.db_pool)
         .acquire_timeout(Duration::from_secs(2))
+        .max_lifetime(READ_CONNECTION_LIFETIME)
+        .idle_timeout(READ_CONNECTION_LIFETIME / 2)
         .connect_lazy(url)
         .context("STATKI_READ_DATABASE_URL is not a PostgreSQL URL")?;
     Ok(Some(pool))
