@@ -91,6 +91,7 @@ error_codes! {
     TooManyOpenMatches = "too_many_open_matches",
     RequestTimeout = "request_timeout",
     HeadersTooLarge = "headers_too_large",
+    TooManyReactions = "too_many_reactions",
 }
 
 impl std::fmt::Display for ErrorCode {
@@ -220,6 +221,7 @@ fn refusal_status(refusal: &Refusal) -> StatusCode {
         | Refusal::AlreadyKnown
         | Refusal::OwnMatch
         | Refusal::NotDue => StatusCode::CONFLICT,
+        Refusal::TooManyReactions { .. } => StatusCode::TOO_MANY_REQUESTS,
     }
 }
 
@@ -391,6 +393,10 @@ mod tests {
             Refusal::NotInvited,
             Refusal::NotDue,
             Refusal::InvalidOption(String::new()),
+            Refusal::TooManyReactions {
+                retry_after: Some(2),
+            },
+            Refusal::TooManyReactions { retry_after: None },
         ];
         for refusal in refusals {
             let code = refusal.code();

@@ -379,12 +379,7 @@ async fn a_players_export_refuses_bad_bounds(pool: PgPool) {
     let app = spawn_app(pool).await;
     let ala = app.register("ala").await;
     let path = |query: &str| format!("/v1/players/{}/matches/export{query}", ala.id);
-    for query in [
-        "?max=0",
-        "?max=1001",
-        "?since=yesterday",
-        "?limit=5",
-    ] {
+    for query in ["?max=0", "?max=1001", "?since=yesterday", "?limit=5"] {
         let refused = app.get(&path(query), Some(&ala.token)).await;
         assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{query}");
         assert_eq!(refused.code(), "invalid_query", "{query}");
