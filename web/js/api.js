@@ -135,6 +135,7 @@ export class Api {
   placeFleet(id, ships) { return this.put(`/v1/matches/${id}/fleet`, { ships }); }
   shoot(id, cell) { return this.post(`/v1/matches/${id}/shots`, { cell }); }
   resign(id) { return this.post(`/v1/matches/${id}/resign`); }
+  react(id, reaction) { return this.post(`/v1/matches/${id}/reactions`, { reaction }); }
   decline(id) { return this.post(`/v1/matches/${id}/decline`); }
   rematch(id) { return this.post(`/v1/matches/${id}/rematch`); }
   joinQueue(ruleset) { return this.post('/v1/queue', { ruleset }); }
