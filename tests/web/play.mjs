@@ -489,6 +489,11 @@ async function main() {
     }
     assert.match(await ala.page.textContent('[data-testid=replay-event]'), new RegExp(`^${alaName} placed`));
     assert.ok(await ala.page.locator('[data-testid=replay-board-0] .cell.ship').count() === 5, 'the carrier stands on the replayed sea');
+    const reactionStep = `${alaName}: “Nice shot”.`;
+    for (let more = 0; (await ala.page.textContent('[data-testid=replay-event]')) !== reactionStep; more += 1) {
+      assert.ok(more < 60, 'the replay tells Ala’s reaction');
+      await ala.page.click('[data-testid=replay-next]');
+    }
     if (SCREENSHOTS) await shoot(ala.page, 'replay');
     await audit(ala.page, 'replay', { log });
 
