@@ -439,6 +439,25 @@ mod tests {
     }
 
     #[test]
+    fn too_many_reactions_is_a_429_with_retry_after_only_for_the_gap() {
+        let gap = ApiError::from(AppError::Rule(Refusal::TooManyReactions {
+            retry_after: Some(2),
+        }));
+        assert_eq!(gap.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(gap.code, ErrorCode::TooManyReactions);
+        assert_eq!(gap.retry_after, Some(2));
+        let cap = ApiError::from(AppError::Rule(Refusal::TooManyReactions {
+            retry_after: None,
+        }));
+        assert_eq!(cap.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(cap.retry_after, None);
+        let response = cap.into_response();
+        assert!(response.headers().get(header::RETRY_AFTER).is_none());
+        let response = gap.into_response();
+        assert_eq!(response.headers()[header::RETRY_AFTER], "2");
+    }
+
+    #[test]
     fn every_code_serializes_as_its_name() {
         for code in ErrorCode::ALL {
             assert_eq!(
