@@ -999,7 +999,7 @@ impl Match {
                     return Err(corrupt());
                 }
                 let side = &mut self.sides[seat];
-                side.reactions += 1;
+                side.reactions = side.reactions.saturating_add(1);
                 side.next_reaction_at = Some(*next_at);
             }
             // Ratings never change the match; they only follow a ranked result.
