@@ -299,6 +299,18 @@ fn check_referee(match_id: Uuid, log: &[events::StoredEvent], report: &mut Repor
             Event::ShotFired { player, cell, .. } => {
                 Some(state.decide(*player, &Command::Fire { cell: *cell }, stored.at, draw))
             }
+            // A reaction is re-decided at its own time, so its phase, the cap and the gap
+            // between one player's reactions are checked again.
+            Event::Reaction {
+                player, reaction, ..
+            } => Some(state.decide(
+                *player,
+                &Command::React {
+                    reaction: *reaction,
+                },
+                stored.at,
+                draw,
+            )),
             // Only the invited player may decline, and only while the challenge waits.
             Event::MatchCancelled {
                 reason: CancelReason::Declined,

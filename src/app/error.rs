@@ -109,6 +109,9 @@ impl AppError {
     pub fn retry_after(&self) -> Option<u64> {
         match self {
             AppError::TooManyAttempts(seconds) => Some((*seconds).max(1)),
+            AppError::Rule(Refusal::TooManyReactions { retry_after }) => {
+                retry_after.map(|seconds| seconds.max(1))
+            }
             AppError::Hashing(crate::accounts::password::HashingFailed::Busy) => Some(1),
             _ => None,
         }

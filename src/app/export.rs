@@ -161,6 +161,9 @@ fn move_line(event: &Event, letter: &dyn Fn(&Uuid) -> &'static str) -> Option<St
             None => format!("draw {}", reason.as_str()),
         }),
         Event::MatchCancelled { reason } => Some(format!("cancelled {}", reason.as_str())),
+        Event::Reaction {
+            player, reaction, ..
+        } => Some(format!("{} reacts {}", letter(player), reaction.as_str())),
         Event::RatingUpdated { changes, .. } => Some(
             changes
                 .iter()

@@ -42,6 +42,20 @@ pub enum Refusal {
     NotDue,
     #[error("{0}")]
     InvalidOption(String),
+    /// `retry_after`: seconds until the next reaction is allowed; `None` once the player
+    /// sent every reaction a match allows (no later retry succeeds).
+    #[error("{}", too_many_reactions(*.retry_after))]
+    TooManyReactions { retry_after: Option<u64> },
+}
+
+fn too_many_reactions(retry_after: Option<u64>) -> String {
+    use super::game::{REACTION_GAP_SECONDS, REACTIONS_PER_PLAYER};
+    match retry_after {
+        Some(seconds) => {
+            format!("one reaction every {REACTION_GAP_SECONDS} s: retry in {seconds} s")
+        }
+        None => format!("you sent all {REACTIONS_PER_PLAYER} reactions a match allows"),
+    }
 }
 
 impl Refusal {
@@ -65,6 +79,7 @@ impl Refusal {
             Refusal::NotInvited => "not_invited",
             Refusal::NotDue => "not_due",
             Refusal::InvalidOption(_) => "invalid_option",
+            Refusal::TooManyReactions { .. } => "too_many_reactions",
         }
     }
 }

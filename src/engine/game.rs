@@ -93,6 +93,47 @@ impl CancelReason {
     }
 }
 
+/// One of the fixed reactions a player may send during a match (there is no free text).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Reaction {
+    GoodLuck,
+    NiceShot,
+    Oops,
+    Thanks,
+    WellPlayed,
+    GoodGame,
+}
+
+impl Reaction {
+    /// Every reaction, in the order clients offer them.
+    pub const ALL: [Reaction; 6] = [
+        Reaction::GoodLuck,
+        Reaction::NiceShot,
+        Reaction::Oops,
+        Reaction::Thanks,
+        Reaction::WellPlayed,
+        Reaction::GoodGame,
+    ];
+
+    /// The reaction as the event log and the API spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reaction::GoodLuck => "good_luck",
+            Reaction::NiceShot => "nice_shot",
+            Reaction::Oops => "oops",
+            Reaction::Thanks => "thanks",
+            Reaction::WellPlayed => "well_played",
+            Reaction::GoodGame => "good_game",
+        }
+    }
+}
+
+/// Most reactions one player may send in one match.
+pub const REACTIONS_PER_PLAYER: u32 = 20;
+/// Seconds one player waits between two reactions.
+pub const REACTION_GAP_SECONDS: u32 = 3;
+
 /// How a finished match ended; `winner` is `None` for a draw.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct MatchResult {
@@ -227,6 +268,13 @@ pub enum Event {
         ruleset: RuleSetId,
         changes: Vec<RatingChange>,
     },
+    /// A player sent one of the fixed reactions; nothing of the game changes.
+    Reaction {
+        player: Uuid,
+        reaction: Reaction,
+        /// The earliest time this player may react again.
+        next_at: DateTime<Utc>,
+    },
 }
 
 impl Event {
@@ -243,6 +291,7 @@ impl Event {
             Event::MatchFinished { .. } => "match_finished",
             Event::MatchCancelled { .. } => "match_cancelled",
             Event::RatingUpdated { .. } => "rating_updated",
+            Event::Reaction { .. } => "reaction",
         }
     }
 
@@ -254,7 +303,8 @@ impl Event {
             | Event::ShipPlaced { player, .. }
             | Event::ShipRemoved { player, .. }
             | Event::FleetLocked { player, .. }
-            | Event::ShotFired { player, .. } => Some(*player),
+            | Event::ShotFired { player, .. }
+            | Event::Reaction { player, .. } => Some(*player),
             Event::BattleStarted { .. }
             | Event::ClockExtended { .. }
             | Event::MatchFinished { .. }
@@ -284,6 +334,10 @@ pub enum Command {
     Resign,
     /// The invited player refuses a challenge that is still waiting for them.
     Decline,
+    /// Send one of the fixed reactions (placement or battle only; rate-limited).
+    React {
+        reaction: Reaction,
+    },
 }
 
 /// The random draws a command may need, made by the caller so the engine stays pure.
@@ -327,6 +381,10 @@ pub struct Side {
     pub hits: CellSet,
     /// Indices of opponent ships this player has sunk, in sinking order.
     pub sunk: Vec<usize>,
+    /// Reactions this player sent in this match.
+    pub reactions: u32,
+    /// The earliest time this player may react again (after their last reaction).
+    pub next_reaction_at: Option<DateTime<Utc>>,
 }
 
 impl Side {
@@ -341,6 +399,8 @@ impl Side {
             marked: CellSet::EMPTY,
             hits: CellSet::EMPTY,
             sunk: Vec::new(),
+            reactions: 0,
+            next_reaction_at: None,
         }
     }
 }
@@ -468,6 +528,7 @@ impl Match {
             Command::Fire { cell } => self.decide_fire(seat()?, *cell, now),
             Command::Resign => self.decide_resign(seat()?),
             Command::Decline => self.decide_decline(actor),
+            Command::React { reaction } => self.decide_react(seat()?, *reaction, now),
         }
     }
 
@@ -758,6 +819,34 @@ impl Match {
         }])
     }
 
+    fn decide_react(
+        &self,
+        seat: usize,
+        reaction: Reaction,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Event>, Refusal> {
+        if !matches!(self.phase, Phase::Placement | Phase::Battle) {
+            return Err(wrong_phase(self.phase, "placement or battle"));
+        }
+        let side = &self.sides[seat];
+        if side.reactions >= REACTIONS_PER_PLAYER {
+            return Err(Refusal::TooManyReactions { retry_after: None });
+        }
+        if let Some(next_at) = side.next_reaction_at.filter(|next_at| now < *next_at) {
+            // Whole seconds, rounded up, so a retry after them is allowed.
+            let wait = (next_at - now).num_milliseconds().max(1);
+            let seconds = u64::try_from((wait + 999) / 1000).unwrap_or(1);
+            return Err(Refusal::TooManyReactions {
+                retry_after: Some(seconds),
+            });
+        }
+        Ok(vec![Event::Reaction {
+            player: side.player.unwrap_or_default(),
+            reaction,
+            next_at: now + seconds(REACTION_GAP_SECONDS),
+        }])
+    }
+
     fn decide_resign(&self, seat: usize) -> Result<Vec<Event>, Refusal> {
         match self.phase {
             Phase::Waiting => Ok(vec![Event::MatchCancelled {
@@ -900,6 +989,18 @@ impl Match {
                 self.phase = Phase::Cancelled;
                 self.turn = None;
                 self.deadline = None;
+            }
+            // A reaction changes nothing of the game: only the sender's count and gap.
+            Event::Reaction {
+                player, next_at, ..
+            } => {
+                let seat = seat_of(self, player)?;
+                if !matches!(self.phase, Phase::Placement | Phase::Battle) {
+                    return Err(corrupt());
+                }
+                let side = &mut self.sides[seat];
+                side.reactions = side.reactions.saturating_add(1);
+                side.next_reaction_at = Some(*next_at);
             }
             // Ratings never change the match; they only follow a ranked result.
             Event::RatingUpdated { ruleset, changes } => {

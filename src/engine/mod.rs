@@ -20,7 +20,8 @@ pub use error::Refusal;
 pub use fleet::{Fleet, PlacementHints};
 pub use game::{
     CancelReason, Command, CorruptLog, Draw, Event, FinishReason, Match, MatchResult, Outcome,
-    Phase, PlayerId, Rating, RatingChange, Score, SunkShip, Timestamp,
+    Phase, PlayerId, REACTION_GAP_SECONDS, REACTIONS_PER_PLAYER, Rating, RatingChange, Reaction,
+    Score, SunkShip, Timestamp,
 };
 pub use ruleset::{Clock, HouseOptions, MatchRules, RuleSet, RuleSetId};
 pub use snapshot::Snapshot;

@@ -33,6 +33,15 @@ pub struct SideSnapshot {
     pub shots: Vec<(Cell, Outcome)>,
     pub marked: Vec<Cell>,
     pub sunk: Vec<usize>,
+    /// Absent in snapshots written before reactions existed (and while none was sent).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reactions: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_reaction_at: Option<DateTime<Utc>>,
+}
+
+fn is_zero(value: &u32) -> bool {
+    *value == 0
 }
 
 impl Match {
@@ -50,6 +59,8 @@ impl Match {
                 .collect(),
             marked: side.marked.to_vec(),
             sunk: side.sunk.clone(),
+            reactions: side.reactions,
+            next_reaction_at: side.next_reaction_at,
         };
         Snapshot {
             rules: self.rules,
@@ -108,6 +119,8 @@ impl Match {
                 marked,
                 hits,
                 sunk: saved.sunk.clone(),
+                reactions: saved.reactions,
+                next_reaction_at: saved.next_reaction_at,
             })
         };
         Ok(Match {

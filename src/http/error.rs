@@ -91,6 +91,7 @@ error_codes! {
     TooManyOpenMatches = "too_many_open_matches",
     RequestTimeout = "request_timeout",
     HeadersTooLarge = "headers_too_large",
+    TooManyReactions = "too_many_reactions",
 }
 
 impl std::fmt::Display for ErrorCode {
@@ -220,6 +221,7 @@ fn refusal_status(refusal: &Refusal) -> StatusCode {
         | Refusal::AlreadyKnown
         | Refusal::OwnMatch
         | Refusal::NotDue => StatusCode::CONFLICT,
+        Refusal::TooManyReactions { .. } => StatusCode::TOO_MANY_REQUESTS,
     }
 }
 
@@ -391,6 +393,10 @@ mod tests {
             Refusal::NotInvited,
             Refusal::NotDue,
             Refusal::InvalidOption(String::new()),
+            Refusal::TooManyReactions {
+                retry_after: Some(2),
+            },
+            Refusal::TooManyReactions { retry_after: None },
         ];
         for refusal in refusals {
             let code = refusal.code();
@@ -430,6 +436,25 @@ mod tests {
         for error in &errors {
             assert!(ErrorCode::parse(error.code()).is_some(), "{}", error.code());
         }
+    }
+
+    #[test]
+    fn too_many_reactions_is_a_429_with_retry_after_only_for_the_gap() {
+        let gap = ApiError::from(AppError::Rule(Refusal::TooManyReactions {
+            retry_after: Some(2),
+        }));
+        assert_eq!(gap.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(gap.code, ErrorCode::TooManyReactions);
+        assert_eq!(gap.retry_after, Some(2));
+        let cap = ApiError::from(AppError::Rule(Refusal::TooManyReactions {
+            retry_after: None,
+        }));
+        assert_eq!(cap.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(cap.retry_after, None);
+        let response = cap.into_response();
+        assert!(response.headers().get(header::RETRY_AFTER).is_none());
+        let response = gap.into_response();
+        assert_eq!(response.headers()[header::RETRY_AFTER], "2");
     }
 
     #[test]

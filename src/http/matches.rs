@@ -1,4 +1,5 @@
-//! `/v1/matches`: create, list, join, place, fire, resign, decline, and the event feed.
+//! `/v1/matches`: create, list, join, place, fire, react, resign, decline, and the event
+//! feed.
 
 use axum::Json;
 use axum::extract::State;
@@ -17,7 +18,7 @@ use crate::app::reads::{self, MatchPage};
 use crate::app::{
     Answer, AppError, EventResource, Idempotency, MatchResource, NewMatch, ShotAnswer,
 };
-use crate::engine::{Cell, Command, Orientation, Placement};
+use crate::engine::{Cell, Command, Orientation, Placement, Reaction};
 use crate::store::listing::{Cursor, Listing};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -28,6 +29,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(place_ship, remove_ship))
         .routes(routes!(place_fleet))
         .routes(routes!(fire))
+        .routes(routes!(react))
         .routes(routes!(resign))
         .routes(routes!(decline))
         .routes(routes!(match_events))
@@ -67,6 +69,12 @@ pub struct ShotRequest {
     /// A cell of the opponent's sea, `A1`…`J10` (letters in either case).
     #[schema(example = "E5", pattern = "^[A-Ja-j](10|[1-9])$")]
     pub cell: String,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReactionRequest {
+    pub reaction: Reaction,
 }
 
 /// Which matches `GET /v1/matches` lists.
@@ -359,6 +367,35 @@ async fn fire(
     let cell = parse_cell(&body.cell)?;
     let idempotency = key.for_request(&format!("POST /v1/matches/{id}/shots"), &body);
     Ok(Json(state.app.fire(id, caller, cell, idempotency).await?))
+}
+
+/// Send one of the fixed reactions to the match (seen by both players and spectators as a
+/// `reaction` event). Only the two players, only during placement or battle; each player
+/// may send at most 20 per match, one every 3 s. Nothing of the game changes.
+#[utoipa::path(
+    post, path = "/v1/matches/{id}/reactions", tag = "matches",
+    params(("id" = Uuid, Path), ("Idempotency-Key" = Option<String>, Header)),
+    request_body = ReactionRequest,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The match as the caller sees it after the reaction", body = MatchResource),
+        (status = 403, description = "`not_a_player`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`wrong_phase` (the match has not started or is over)", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "`too_many_reactions`: with `Retry-After` (seconds until allowed) when the caller reacted less than 3 s ago; without it once the caller sent all 20 reactions of the match (no retry will succeed)", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn react(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    key: IdempotencyKey,
+    ApiPath(id): ApiPath<Uuid>,
+    ApiJson(body): ApiJson<ReactionRequest>,
+) -> Result<Json<Answer<MatchResource>>, ApiError> {
+    let idempotency = key.for_request(&format!("POST /v1/matches/{id}/reactions"), &body);
+    let command = Command::React {
+        reaction: body.reaction,
+    };
+    answer_with_view(&state, id, caller, command, idempotency).await
 }
 
 /// Resign: the opponent wins. Before anyone joined, the creator withdraws the match.

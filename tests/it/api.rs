@@ -1164,3 +1164,123 @@ async fn a_replica_never_answers_from_a_state_another_replica_moved_on(pool: PgP
     );
     assert_eq!(Some(last.seq), shots.last().map(|shot| shot.0));
 }
+
+#[sqlx::test]
+async fn players_react_and_refused_reactions_store_nothing(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let ala = app.register("Ala").await;
+    let waiting = app.create_match(&ala, json!({})).await;
+    let react = |id: &str, player: &Player, reaction: &str| {
+        app.post(
+            &format!("/v1/matches/{id}/reactions"),
+            &player.token,
+            json!({ "reaction": reaction }),
+        )
+    };
+    assert_refused(
+        &app,
+        react(&waiting, &ala, "good_luck"),
+        StatusCode::CONFLICT,
+        "wrong_phase",
+    )
+    .await;
+
+    let (id, first, second) = app.battle_match("statki").await;
+    let before = app
+        .get(&format!("/v1/matches/{id}"), Some(&first.token))
+        .await;
+    let reacted = react(&id, &second, "good_luck").await;
+    assert_eq!(reacted.status, StatusCode::OK, "{:?}", reacted.body);
+    assert_eq!(reacted.body["you"], second.id.as_str());
+    // Nothing of the game moved: the turn and its clock are as they were.
+    assert_eq!(reacted.body["turn"], before.body["turn"]);
+    assert_eq!(reacted.body["deadline"], before.body["deadline"]);
+    let events = app
+        .get(&format!("/v1/matches/{id}/events"), Some(&first.token))
+        .await;
+    let last = events.body.as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["kind"], "reaction");
+    assert_eq!(last["player"], second.id.as_str());
+    assert_eq!(last["reaction"], "good_luck");
+    assert!(last["next_at"].is_string());
+
+    let lolek = app.register("Lolek").await;
+    assert_refused(
+        &app,
+        react(&id, &lolek, "nice_shot"),
+        StatusCode::FORBIDDEN,
+        "not_a_player",
+    )
+    .await;
+    assert_refused(
+        &app,
+        react(&id, &first, "free text"),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_body",
+    )
+    .await;
+    // The gap: refused with the seconds to wait, and nothing stored.
+    let count = app.event_count().await;
+    let too_soon = app
+        .client
+        .post(app.url(&format!("/v1/matches/{id}/reactions")))
+        .bearer_auth(&second.token)
+        .json(&json!({"reaction": "oops"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(too_soon.status(), StatusCode::TOO_MANY_REQUESTS);
+    let wait: u64 = too_soon
+        .headers()
+        .get("retry-after")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse().ok())
+        .expect("a Retry-After in seconds");
+    assert!((1..=3).contains(&wait), "{wait}");
+    let problem: Value = too_soon.json().await.unwrap();
+    assert_eq!(problem["code"], "too_many_reactions");
+    assert_eq!(app.event_count().await, count);
+    // The opponent's gap is their own.
+    let answer = react(&id, &first, "thanks").await;
+    assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
+
+    // After the end, no more reactions.
+    app.post(&format!("/v1/matches/{id}/resign"), &first.token, json!({}))
+        .await;
+    assert_refused(
+        &app,
+        react(&id, &second, "good_game"),
+        StatusCode::CONFLICT,
+        "wrong_phase",
+    )
+    .await;
+}
+
+#[sqlx::test]
+async fn a_reaction_retried_with_its_key_is_stored_once(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let (id, first, _) = app.placement_match("classic").await;
+    let react = |key: &str, reaction: &str| {
+        app.send(
+            app.client
+                .post(app.url(&format!("/v1/matches/{id}/reactions")))
+                .bearer_auth(&first.token)
+                .header("idempotency-key", key)
+                .json(&json!({ "reaction": reaction })),
+        )
+    };
+    let answer = react("gl-1", "good_luck").await;
+    assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
+    let count = app.event_count().await;
+    // Within the 3 s gap a fresh reaction would be refused; the retry answers the first.
+    let retry = react("gl-1", "good_luck").await;
+    assert_eq!(retry.status, StatusCode::OK);
+    assert_eq!(retry.body, answer.body);
+    assert_eq!(app.event_count().await, count);
+    let other = react("gl-1", "oops").await;
+    assert_eq!(
+        (other.status, other.code()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused")
+    );
+    assert_eq!(app.event_count().await, count);
+}

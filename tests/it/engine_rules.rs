@@ -1600,3 +1600,155 @@ fn a_clock_can_only_be_extended_forwards() {
     ));
     assert!(state.extend_clock(Duration::seconds(5)).is_ok());
 }
+
+// ---------------------------------------------------------------- reactions
+
+fn react(reaction: statki::engine::Reaction) -> Command {
+    Command::React { reaction }
+}
+
+#[test]
+fn a_reaction_is_one_event_and_changes_nothing_of_the_game() {
+    use statki::engine::Reaction;
+    let mut game = Game::in_battle(rules(RuleSetId::Statki), false);
+    let before = game.state.clone();
+    let events = game.exec(JOINER, &react(Reaction::GoodLuck));
+    assert_eq!(
+        events,
+        [Event::Reaction {
+            player: JOINER,
+            reaction: Reaction::GoodLuck,
+            next_at: game.now + Duration::seconds(3),
+        }]
+    );
+    assert_eq!(game.state.turn, before.turn);
+    assert_eq!(game.state.deadline, before.deadline);
+    assert_eq!(game.state.phase, before.phase);
+    assert_eq!(game.state.version, before.version + 1);
+    assert_eq!(game.state.sides[1].reactions, 1);
+    assert_eq!(game.state.sides[0].reactions, 0);
+    // Apart from the sender's count and gap, the match is the one before.
+    let mut unchanged = game.state.clone();
+    unchanged.sides[1].reactions = 0;
+    unchanged.sides[1].next_reaction_at = None;
+    unchanged.version -= 1;
+    assert_eq!(unchanged, before);
+    // The turn is still the creator's: the reaction did not take it.
+    game.fire(CREATOR, "J10");
+}
+
+#[test]
+fn reactions_are_allowed_in_placement_and_battle_only() {
+    use statki::engine::Reaction;
+    let mut waiting = Game::create(rules(RuleSetId::Statki), None);
+    let refusal = waiting.refuse(CREATOR, &react(Reaction::Thanks));
+    assert!(
+        is_wrong_phase(&refusal, "waiting", "placement or battle"),
+        "{refusal:?}"
+    );
+    let mut placing = Game::joined(rules(RuleSetId::Classic));
+    placing.exec(CREATOR, &react(Reaction::GoodLuck));
+    placing.now += Duration::seconds(3);
+    placing.exec(JOINER, &react(Reaction::GoodLuck));
+    let mut battle = Game::in_battle(rules(RuleSetId::Battaglia), true);
+    battle.exec(CREATOR, &react(Reaction::Oops));
+    battle.exec(JOINER, &Command::Resign);
+    let refusal = battle.refuse(CREATOR, &react(Reaction::GoodGame));
+    assert!(
+        is_wrong_phase(&refusal, "finished", "placement or battle"),
+        "{refusal:?}"
+    );
+    assert_eq!(
+        battle.refuse(STRANGER, &react(Reaction::GoodGame)),
+        Refusal::NotAPlayer
+    );
+    let mut live = Game::in_battle(rules(RuleSetId::Statki), false);
+    assert_eq!(
+        live.refuse(STRANGER, &react(Reaction::NiceShot)),
+        Refusal::NotAPlayer
+    );
+}
+
+#[test]
+fn one_player_waits_three_seconds_between_reactions_the_other_does_not() {
+    use statki::engine::Reaction;
+    let mut game = Game::in_battle(rules(RuleSetId::Statki), false);
+    game.exec(CREATOR, &react(Reaction::GoodLuck));
+    // The opponent has a gap of their own.
+    game.exec(JOINER, &react(Reaction::GoodLuck));
+    let refusal = game.refuse(CREATOR, &react(Reaction::NiceShot));
+    assert_eq!(
+        refusal,
+        Refusal::TooManyReactions {
+            retry_after: Some(3)
+        }
+    );
+    assert_eq!(refusal.code(), "too_many_reactions");
+    game.now += Duration::milliseconds(2_001);
+    assert_eq!(
+        game.refuse(CREATOR, &react(Reaction::NiceShot)),
+        Refusal::TooManyReactions {
+            retry_after: Some(1)
+        }
+    );
+    game.now += Duration::milliseconds(998);
+    assert_eq!(
+        game.refuse(CREATOR, &react(Reaction::NiceShot)),
+        Refusal::TooManyReactions {
+            retry_after: Some(1)
+        }
+    );
+    game.now += Duration::milliseconds(1);
+    game.exec(CREATOR, &react(Reaction::NiceShot));
+}
+
+#[test]
+fn a_player_sends_at_most_twenty_reactions_per_match() {
+    use statki::engine::{REACTIONS_PER_PLAYER, Reaction};
+    let mut game = Game::joined(rules(RuleSetId::Statki));
+    for i in 0..REACTIONS_PER_PLAYER {
+        let reaction = Reaction::ALL[i as usize % Reaction::ALL.len()];
+        game.exec(CREATOR, &react(reaction));
+        game.now += Duration::seconds(3);
+    }
+    assert_eq!(game.state.sides[0].reactions, 20);
+    // The cap never lifts: no Retry-After, however long the player waits.
+    game.now += Duration::hours(1);
+    assert_eq!(
+        game.refuse(CREATOR, &react(Reaction::Thanks)),
+        Refusal::TooManyReactions { retry_after: None }
+    );
+    // The opponent still has all of theirs.
+    game.exec(JOINER, &react(Reaction::Thanks));
+}
+
+#[test]
+fn reaction_limits_survive_a_snapshot_and_an_old_snapshot_has_none() {
+    use statki::engine::{Reaction, Snapshot};
+    let mut game = Game::in_battle(rules(RuleSetId::Statki), false);
+    game.exec(CREATOR, &react(Reaction::GoodLuck));
+    let restored = Match::from_snapshot(&game.state.snapshot()).expect("restores");
+    assert_eq!(restored, game.state);
+    assert_eq!(
+        restored.decide(CREATOR, &react(Reaction::Oops), game.now, draw(false)),
+        Err(Refusal::TooManyReactions {
+            retry_after: Some(3)
+        })
+    );
+    // A snapshot written before reactions existed has neither field.
+    let mut json = serde_json::to_value(game.state.snapshot()).expect("serialises");
+    for side in json["sides"].as_array_mut().expect("sides") {
+        let side = side.as_object_mut().expect("a side");
+        side.remove("reactions");
+        side.remove("next_reaction_at");
+    }
+    let old: Snapshot = serde_json::from_value(json).expect("an old snapshot reads");
+    // A match without reactions writes its snapshot as before.
+    let quiet = serde_json::to_value(Game::joined(rules(RuleSetId::Statki)).state.snapshot())
+        .expect("serialises");
+    assert!(quiet["sides"][0].get("reactions").is_none());
+    assert!(quiet["sides"][0].get("next_reaction_at").is_none());
+    let old = Match::from_snapshot(&old).expect("restores");
+    assert_eq!(old.sides[0].reactions, 0);
+    assert_eq!(old.sides[0].next_reaction_at, None);
+}

@@ -396,3 +396,39 @@ async fn a_players_export_refuses_bad_bounds(pool: PgPool) {
         StatusCode::UNAUTHORIZED
     );
 }
+
+#[sqlx::test]
+async fn a_reaction_is_a_move_line_of_its_own(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let (id, first, second) = app.battle_match("statki").await;
+    let reacted = app
+        .post(
+            &format!("/v1/matches/{id}/reactions"),
+            &second.token,
+            json!({"reaction": "nice_shot"}),
+        )
+        .await;
+    assert_eq!(reacted.status, StatusCode::OK, "{:?}", reacted.body);
+    let seq = reacted.body["seq"].as_i64().unwrap();
+    app.post(&format!("/v1/matches/{id}/resign"), &first.token, json!({}))
+        .await;
+    let json_export = app
+        .get(&format!("/v1/matches/{id}/export"), Some(&first.token))
+        .await;
+    assert_eq!(seq_of(&json_export.body, "reaction"), seq);
+    let seat = if json_export.body["players"][0] == second.id.as_str() {
+        "A"
+    } else {
+        "B"
+    };
+    let text = export_text(&app, &id, &first.token, "text/plain")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.lines()
+            .any(|line| line == format!("{seq} {seat} reacts nice_shot")),
+        "{text}"
+    );
+}

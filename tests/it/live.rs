@@ -986,3 +986,43 @@ async fn a_ticket_dies_with_its_token(pool: PgPool) {
         StatusCode::UNAUTHORIZED
     );
 }
+
+#[sqlx::test]
+async fn a_reaction_reaches_the_opponents_and_a_spectators_stream(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let (id, shooter, target) = app.battle_match("statki").await;
+    let watcher = app.register("watcher").await;
+    let path = format!("/v1/matches/{id}/stream");
+    let mut opponent = open(&app, &path, &target.token, None).await;
+    let mut spectator = open(&app, &path, &watcher.token, None).await;
+    let state = opponent.next().await.expect("the state");
+    assert_eq!(state.kind(), "state");
+    assert_eq!(spectator.next().await.expect("the state").kind(), "state");
+
+    let answer = app
+        .post(
+            &format!("/v1/matches/{id}/reactions"),
+            &shooter.token,
+            json!({"reaction": "nice_shot"}),
+        )
+        .await;
+    assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
+    let feed = events_after(&app, &id, &watcher.token, state.seq()).await;
+    assert_eq!(feed.len(), 1);
+    for stream in [&mut opponent, &mut spectator] {
+        let reaction = stream.next().await.expect("the reaction");
+        assert_eq!(
+            (reaction.kind(), reaction.seq()),
+            ("reaction", state.seq() + 1)
+        );
+        assert_eq!(reaction.data["player"], shooter.id.as_str());
+        assert_eq!(reaction.data["reaction"], "nice_shot");
+        assert_eq!(reaction.data, feed[0]);
+    }
+    // The turn did not pass: the shooter still fires next, and both streams see it.
+    fire(&app, &id, &shooter, "B2").await;
+    for stream in [&mut opponent, &mut spectator] {
+        let shot = stream.next().await.expect("the shot");
+        assert_eq!((shot.kind(), shot.seq()), ("shot_fired", state.seq() + 2));
+    }
+}

@@ -311,3 +311,81 @@ async fn the_binary_exits_non_zero_on_a_mismatch(pool: PgPool) {
         "{output}"
     );
 }
+
+/// A match in placement where `a` and then `b` react, and `a` again `gap_ms` later; then
+/// `b` resigns. The log is written as one batch at the database's time, as the service's
+/// write would, except that the second reaction of `a` is stored `gap_ms` after the rest.
+async fn write_reactions(app: &TestApp, a: &Player, b: &Player, gap_ms: i64) -> String {
+    use statki::engine::Reaction;
+    let (a, b) = (
+        Uuid::parse_str(&a.id).unwrap(),
+        Uuid::parse_str(&b.id).unwrap(),
+    );
+    let now = ladder_support::db_now(app).await;
+    let later = now + chrono::Duration::milliseconds(gap_ms);
+    let clock = Clock {
+        placement_seconds: 120,
+        shot_seconds: 30,
+    };
+    let rules = MatchRules::new(RuleSetId::Statki, HouseOptions::default(), clock, 900).unwrap();
+    let mut log = vec![Match::create(a, rules, false, None, now).unwrap()];
+    let mut state = Match::fold(&log).unwrap();
+    let draw = Draw {
+        coin: false,
+        salt: [7; 16],
+    };
+    let react = |reaction| Command::React { reaction };
+    log.extend(state.execute(b, &Command::Join, now, draw).unwrap());
+    log.extend(
+        state
+            .execute(a, &react(Reaction::GoodLuck), now, draw)
+            .unwrap(),
+    );
+    log.extend(
+        state
+            .execute(b, &react(Reaction::GoodLuck), now, draw)
+            .unwrap(),
+    );
+    let early = log.len();
+    // Decided as if the gap had passed, so the fold takes it; only the referee's re-check
+    // against the stored time can tell.
+    let allowed = now + chrono::Duration::seconds(3);
+    log.extend(
+        state
+            .execute(a, &react(Reaction::Oops), allowed, draw)
+            .unwrap(),
+    );
+    log.extend(state.execute(b, &Command::Resign, later, draw).unwrap());
+    let id = Uuid::now_v7();
+    statki::store::matches::insert(&app.pool, id, &state, log.len() as i64, now)
+        .await
+        .unwrap();
+    statki::store::events::append(&app.pool, id, 0, now, &log[..early])
+        .await
+        .unwrap();
+    // The later events carry the time they were decided at only when the gap is honest.
+    let stored_at = if gap_ms >= 3_000 { allowed } else { later };
+    statki::store::events::append(&app.pool, id, early as i64, stored_at, &log[early..])
+        .await
+        .unwrap();
+    id.to_string()
+}
+
+#[sqlx::test]
+async fn reactions_are_re_refereed_against_their_gap(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let a = app.register(&unique("ala")).await;
+    let b = app.register(&unique("bolek")).await;
+    let honest = write_reactions(&app, &a, &b, 3_000).await;
+    let report = verify::run(&app.pool).await.unwrap();
+    assert!(report.ok(), "the honest reactions verify: {report}");
+
+    let hasty = write_reactions(&app, &a, &b, 1_000).await;
+    let report = verify::run(&app.pool).await.unwrap();
+    assert_eq!(report.mismatches.len(), 1, "{report}");
+    assert!(
+        flagged(&report, &hasty, "(reaction) is refused by the rules"),
+        "{report}"
+    );
+    assert!(!flagged(&report, &honest, ""));
+}

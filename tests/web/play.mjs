@@ -375,6 +375,21 @@ async function main() {
       assert.equal(await chipClock(opener, false).textContent(), '0:30', 'the waiting player’s clock does not move');
       assert.match(await other.page.locator('[data-testid=players] .player-chip.on-turn').textContent(), opener === ala ? new RegExp(alaName) : /Bolek/);
     }
+    log('reactions: a player reacts, the opponent and the spectator see it');
+    {
+      assert.equal(await watcher.page.locator('[data-testid=reactions] button').count(), 0, 'a spectator has no reaction buttons');
+      await ala.page.click('[data-testid=reactions] button[data-reaction=nice_shot]');
+      // One reaction every 3 s: the buttons rest meanwhile instead of being refused.
+      assert.equal(await ala.page.locator('[data-testid=reactions] button[data-reaction=thanks]').isDisabled(), true, 'the buttons rest after a reaction');
+      await watcher.page.waitForSelector(`[data-testid=reaction-log] li:has-text("${alaName}: Nice shot")`, WAIT);
+      await bolek.page.waitForSelector(`[data-testid=reaction-log] li:has-text("${alaName}: Dobry strzał")`, WAIT);
+      await ala.page.waitForSelector(`[data-testid=reaction-log] li:has-text("${alaName}: Nice shot")`, WAIT);
+      await bolek.page.click('[data-testid=reactions] button[data-reaction=good_luck]');
+      await watcher.page.waitForSelector(`[data-testid=reaction-log] li:has-text("Bolek-${suffix}: Good luck")`, WAIT);
+      await ala.page.waitForSelector('[data-testid=reactions] button[data-reaction=thanks]:not([disabled])', WAIT);
+      const events = await viewOf(watcher.page, `${id}/events`);
+      assert.deepEqual(events.filter((event) => event.kind === 'reaction').map((event) => event.reaction), ['nice_shot', 'good_luck'], 'stored as reaction events');
+    }
     let alaShots = 0;
     let bolekShots = 0;
     let reloaded = false;
@@ -474,6 +489,11 @@ async function main() {
     }
     assert.match(await ala.page.textContent('[data-testid=replay-event]'), new RegExp(`^${alaName} placed`));
     assert.ok(await ala.page.locator('[data-testid=replay-board-0] .cell.ship').count() === 5, 'the carrier stands on the replayed sea');
+    const reactionStep = `${alaName}: “Nice shot”.`;
+    for (let more = 0; (await ala.page.textContent('[data-testid=replay-event]')) !== reactionStep; more += 1) {
+      assert.ok(more < 60, 'the replay tells Ala’s reaction');
+      await ala.page.click('[data-testid=replay-next]');
+    }
     if (SCREENSHOTS) await shoot(ala.page, 'replay');
     await audit(ala.page, 'replay', { log });
 

@@ -217,6 +217,15 @@ export class Api {
   }
   /** @param {string} id @returns {Promise<Schemas['MatchUpdate']>} */
   resign(id) { return this.post(`/v1/matches/${id}/resign`); }
+  /**
+   * @param {string} id @param {Schemas['Reaction']} reaction
+   * @returns {Promise<Schemas['MatchUpdate']>}
+   */
+  react(id, reaction) {
+    /** @type {Schemas['ReactionRequest']} */
+    const body = { reaction };
+    return this.post(`/v1/matches/${id}/reactions`, body);
+  }
   /** @param {string} id @returns {Promise<Schemas['SpectatorUpdate']>} */
   decline(id) { return this.post(`/v1/matches/${id}/decline`); }
   /** @param {string} id @returns {Promise<Schemas['RematchState']>} */

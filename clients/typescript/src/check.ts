@@ -280,6 +280,21 @@ async function main() {
   streamed.forEach((e) => validateAs("EventResource", e.data));
   assert.deepEqual(streamed[0]?.data.names, { [ala.me.id]: ala.me.name, [bolek.me.id]: bolek.me.name }, "stream events name the players");
 
+  // A reaction: a reaction event for everyone, the turn untouched; a spectator may not
+  // react, and the same player again within 3 s is told when to retry.
+  const reacted = data(await checked(target.api.POST("/v1/matches/{id}/reactions", { ...match, body: { reaction: "good_luck" } }), 200));
+  assert.equal(reacted.turn, shooter.me.id, "a reaction does not take the turn");
+  const seen = data(await checked(watcher.api.GET("/v1/matches/{id}/events", { params: { path: { id }, query: { after: reacted.seq - 1 } } }), 200));
+  const reaction = seen[0];
+  assert.ok(reaction && reaction.kind === "reaction", "the reaction is an event of its own");
+  assert.equal(reaction.reaction, "good_luck");
+  assert.equal(reaction.player, target.me.id);
+  const spectatorReaction = await checked(watcher.api.POST("/v1/matches/{id}/reactions", { ...match, body: { reaction: "oops" } }), 403);
+  assert.equal(spectatorReaction.error?.code, "not_a_player");
+  const tooSoon = await checked(target.api.POST("/v1/matches/{id}/reactions", { ...match, body: { reaction: "oops" } }), 429);
+  assert.equal(tooSoon.error?.code, "too_many_reactions");
+  assert.ok(Number(tooSoon.response.headers.get("retry-after")) >= 1, "the gap says when to retry");
+
   // Battle: a refusal out of turn, then the shooter sinks the whole fleet.
   const outOfTurn = await checked(target.api.POST("/v1/matches/{id}/shots", { ...match, body: { cell: "J10" } }), 409);
   assert.equal(outOfTurn.error?.code, "not_your_turn");

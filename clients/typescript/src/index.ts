@@ -54,6 +54,7 @@ const EVENT_KINDS: ReadonlySet<string> = new Set<EventKind>([
   "match_finished",
   "match_cancelled",
   "rating_updated",
+  "reaction",
 ]);
 const NOTICE_KINDS: ReadonlySet<string> = new Set<NoticeKind>([
   "challenge",

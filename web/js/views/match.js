@@ -59,6 +59,16 @@ export function render(app, main, id) {
   const targetSea = h('section', { class: 'sea target' }, targetCaption, targetBoard.el, targetSide);
   const controls = h('section', { class: 'controls panel', 'data-testid': 'controls' });
   const ending = h('section', { class: 'ending', 'data-testid': 'ending' });
+  // The fixed reactions: buttons for the two players while the match is played, and what
+  // anyone in the match sent since this page opened, for players and spectators alike.
+  const reactionButtons = h('div', { class: 'reaction-buttons', role: 'group', 'aria-label': t('reactions.title') });
+  const reactionLog = h('ul', { class: 'reaction-log', 'data-testid': 'reaction-log', 'aria-live': 'polite' });
+  const reactionsTitle = h('h2', {}, t('reactions.title'));
+  const reactionsEl = h('section', { class: 'reactions panel', 'data-testid': 'reactions', hidden: true }, reactionsTitle, reactionButtons, reactionLog);
+  const REACTIONS = ['good_luck', 'nice_shot', 'oops', 'thanks', 'well_played', 'good_game'];
+  const REACTION_GAP_MS = 3000;
+  let reactingUntil = 0;
+  let reactionTimer = null;
 
   mount(main,
     h('div', { class: 'match', 'data-testid': 'match' },
@@ -66,7 +76,8 @@ export function render(app, main, id) {
       h('div', { class: 'turn-bar' }, playersBar, status, firstShot),
       said,
       ending,
-      h('div', { class: 'seas' }, ownSea, targetSea, controls)));
+      h('div', { class: 'seas' }, ownSea, targetSea, controls),
+      reactionsEl));
 
   // --- reading ---
   async function load() {
@@ -174,7 +185,44 @@ export function render(app, main, id) {
     drawBoards();
     drawControls();
     drawEnding();
+    drawReactions();
     tick();
+  }
+
+  function drawReactions() {
+    const playing = view.phase === 'placement' || view.phase === 'battle';
+    const canReact = participant() && playing;
+    reactionsTitle.textContent = t('reactions.title');
+    reactionButtons.setAttribute('aria-label', t('reactions.title'));
+    const waiting = performance.now() < reactingUntil;
+    mount(reactionButtons, canReact ? REACTIONS.map((reaction) => h('button', {
+      type: 'button', class: 'reaction', 'data-reaction': reaction, disabled: waiting, onclick: () => react(reaction),
+    }, t(`reaction.${reaction}`))) : null);
+    reactionsEl.hidden = !canReact && reactionLog.children.length === 0;
+  }
+
+  async function react(reaction) {
+    if (performance.now() < reactingUntil) return;
+    // One reaction every 3 s (the server's limit): the buttons rest meanwhile.
+    reactingUntil = performance.now() + REACTION_GAP_MS;
+    drawReactions();
+    clearTimeout(reactionTimer);
+    reactionTimer = setTimeout(() => { if (alive && view) drawReactions(); }, REACTION_GAP_MS + 50);
+    try {
+      await app.api.react(id, reaction);
+    } catch (error) {
+      app.error(error);
+    }
+  }
+
+  function showReaction(event) {
+    nameOf(event.player).then((name) => {
+      if (!alive) return;
+      const text = t('reactions.said', { name, reaction: t(`reaction.${event.reaction}`) });
+      reactionLog.prepend(h('li', { class: 'reaction-said', 'data-player': event.player }, text));
+      while (reactionLog.children.length > 10) reactionLog.lastElementChild.remove();
+      reactionsEl.hidden = false;
+    });
   }
 
   function drawTitle() {
@@ -820,6 +868,7 @@ export function render(app, main, id) {
 
   /** Tells what an event from the stream says about shots the viewer did not fire. */
   function describeEvent(event) {
+    if (view && event && event.kind === 'reaction' && REACTIONS.includes(event.reaction)) { showReaction(event); return; }
     if (!view || event.kind !== 'shot_fired' || event.player === view.you) return;
     nameOf(event.player).then((name) => {
       if (!alive) return;
@@ -852,6 +901,7 @@ export function render(app, main, id) {
     app.updateTitle();
     if (stream) stream.close();
     clearInterval(ticker);
+    clearTimeout(reactionTimer);
     document.removeEventListener('keydown', keydown);
     unsubscribe();
   };

@@ -130,6 +130,7 @@ export function render(app, main, id) {
       case 'match_cancelled': return t('result.cancelled');
       case 'rating_updated': return t('event.rating_updated');
       case 'clock_extended': return t('event.clock_extended');
+      case 'reaction': return t('event.reaction', { who, reaction: t(`reaction.${event.reaction}`) });
       default: return event.kind;
     }
   }
