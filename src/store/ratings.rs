@@ -263,18 +263,24 @@ pub async fn page(
     after: Option<(f64, Uuid)>,
     limit: i64,
 ) -> Result<Vec<Ranked>, StoreError> {
+    // Ranks are counted for the page's rows alone (`ratings_rank_idx`): ranking the whole
+    // ladder per request grew with the ladder.
     let rows = sqlx::query_as::<_, RankedRow>(
-        "SELECT * FROM (
+        "SELECT ladder.*,
+                1 + (SELECT count(*) FROM ratings above
+                     WHERE above.ruleset = ladder.ruleset AND above.games > 0
+                       AND above.rating > ladder.rating) AS rank
+         FROM (
              SELECT r.ruleset, r.player_id, p.name, r.rating, r.deviation, r.volatility,
                     r.games::bigint AS games, r.wins::bigint AS wins,
-                    r.losses::bigint AS losses, r.draws::bigint AS draws,
-                    rank() OVER (ORDER BY r.rating DESC) AS rank
+                    r.losses::bigint AS losses, r.draws::bigint AS draws
              FROM ratings r JOIN players p ON p.id = r.player_id
              WHERE r.ruleset = $1 AND r.games > 0
+               AND ($2::float8 IS NULL OR r.rating < $2 OR (r.rating = $2 AND r.player_id > $3))
+             ORDER BY r.rating DESC, r.player_id
+             LIMIT $4
          ) ladder
-         WHERE $2::float8 IS NULL OR rating < $2 OR (rating = $2 AND player_id > $3)
-         ORDER BY rating DESC, player_id
-         LIMIT $4",
+         ORDER BY ladder.rating DESC, ladder.player_id",
     )
     .bind(ruleset)
     .bind(after.map(|(rating, _)| rating))
@@ -288,15 +294,14 @@ pub async fn page(
 /// Every ladder `player` is on, with their rank there.
 pub async fn for_player(db: impl PgExecutor<'_>, player: Uuid) -> Result<Vec<Ranked>, StoreError> {
     let rows = sqlx::query_as::<_, RankedRow>(
-        "SELECT * FROM (
-             SELECT r.ruleset, r.player_id, p.name, r.rating, r.deviation, r.volatility,
-                    r.games::bigint AS games, r.wins::bigint AS wins,
-                    r.losses::bigint AS losses, r.draws::bigint AS draws,
-                    rank() OVER (PARTITION BY r.ruleset ORDER BY r.rating DESC) AS rank
-             FROM ratings r JOIN players p ON p.id = r.player_id
-             WHERE r.games > 0 AND r.ruleset IN (SELECT ruleset FROM ratings WHERE player_id = $1)
-         ) ladder
-         WHERE player_id = $1",
+        "SELECT r.ruleset, r.player_id, p.name, r.rating, r.deviation, r.volatility,
+                r.games::bigint AS games, r.wins::bigint AS wins,
+                r.losses::bigint AS losses, r.draws::bigint AS draws,
+                1 + (SELECT count(*) FROM ratings above
+                     WHERE above.ruleset = r.ruleset AND above.games > 0
+                       AND above.rating > r.rating) AS rank
+         FROM ratings r JOIN players p ON p.id = r.player_id
+         WHERE r.player_id = $1 AND r.games > 0",
     )
     .bind(player)
     .fetch_all(db)

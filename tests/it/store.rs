@@ -259,3 +259,78 @@ async fn a_write_stores_nothing_over_a_row_that_moved_on_or_a_passed_deadline(po
     assert!(written.is_ok(), "{written:?}");
     assert_eq!((stored, last_seq), (2, 2));
 }
+
+#[sqlx::test]
+async fn ladder_ranks_count_the_rated_players_above_on_every_page(pool: PgPool) {
+    // Ratings 1700, 1600, 1600, 1500 … on `classic`, one unrated player with the highest
+    // rating (no games: not on the ladder), and a `statki` standing that must not count.
+    let ratings = [1700.0, 1600.0, 1600.0, 1500.0, 1400.0, 1300.0];
+    let mut ids = Vec::new();
+    for (index, rating) in ratings.iter().enumerate() {
+        let id: Uuid = sqlx::query_scalar(
+            "INSERT INTO players (id, name, name_key) VALUES (gen_random_uuid(), $1, $1)
+             RETURNING id",
+        )
+        .bind(format!("rated{index}"))
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO ratings VALUES ('classic', $1, $2, 100, 0.06, 1, 1, 0, 0, now()),
+                                        ('statki', $1, 3000 - $2, 100, 0.06, 1, 1, 0, 0, now())",
+        )
+        .bind(id)
+        .bind(rating)
+        .execute(&pool)
+        .await
+        .unwrap();
+        ids.push(id);
+    }
+    let unrated: Uuid = sqlx::query_scalar(
+        "INSERT INTO players (id, name, name_key) VALUES (gen_random_uuid(), 'unrated', 'unrated')
+         RETURNING id",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    sqlx::query("INSERT INTO ratings VALUES ('classic', $1, 2000, 350, 0.06, 0, 0, 0, 0, now())")
+        .bind(unrated)
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    let mut ranks = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store::ratings::page(&pool, "classic", after, 2)
+            .await
+            .unwrap();
+        if page.is_empty() {
+            break;
+        }
+        let last = page.last().unwrap();
+        after = Some((last.standing.rating.rating, last.standing.player_id));
+        ranks.extend(
+            page.iter()
+                .map(|row| (row.standing.rating.rating, row.rank)),
+        );
+    }
+    assert_eq!(
+        ranks,
+        [
+            (1700.0, 1),
+            (1600.0, 2),
+            (1600.0, 2),
+            (1500.0, 4),
+            (1400.0, 5),
+            (1300.0, 6)
+        ]
+    );
+    let own = store::ratings::for_player(&pool, ids[3]).await.unwrap();
+    let mut own: Vec<(String, i64)> = own
+        .into_iter()
+        .map(|row| (row.standing.ruleset.clone(), row.rank))
+        .collect();
+    own.sort();
+    assert_eq!(own, [("classic".to_owned(), 4), ("statki".to_owned(), 3)]);
+}
