@@ -8,7 +8,7 @@
 //! against `rating_changes` and `ratings`. Everything is read in one repeatable-read
 //! snapshot, so a live service can be verified.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 
 use sqlx::{PgConnection, PgPool};
@@ -527,12 +527,19 @@ async fn check_ladders(
             }
         }
     }
+    // Looked up once per rated match and per ladder chain: indexed, not scanned each time
+    // (a scan per lookup made the check quadratic in the history).
+    let recorded: HashSet<(Uuid, Uuid)> = history
+        .iter()
+        .map(|row| (row.match_id, row.change.player))
+        .collect();
+    let standing_of: HashMap<(&str, Uuid), &ratings::Standing> = standings
+        .iter()
+        .map(|standing| ((standing.ruleset.as_str(), standing.player_id), standing))
+        .collect();
     for (match_id, (_, changes)) in rated {
         for change in changes {
-            let recorded = history
-                .iter()
-                .any(|row| row.match_id == *match_id && row.change.player == change.player);
-            if !recorded {
+            if !recorded.contains(&(*match_id, change.player)) {
                 report.flag(
                     Some(*match_id),
                     format!("no rating_changes row for {}", change.player),
@@ -561,9 +568,7 @@ async fn check_ladders(
             }
             expected = row.change.after;
         }
-        let standing = standings
-            .iter()
-            .find(|standing| standing.ruleset == *ruleset && standing.player_id == *player);
+        let standing = standing_of.get(&(ruleset.as_str(), *player));
         let count = |score| chain.iter().filter(|row| row.change.score == score).count() as i64;
         match standing {
             None => report.flag(
