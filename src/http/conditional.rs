@@ -71,19 +71,33 @@ fn tagged(
 
 /// A caller's own view, tagged by its sequence number; it differs by token, so `Vary`.
 pub fn view(headers: &HeaderMap, tag: &str, answer: Response) -> Response {
-    let mut response = tagged(headers, tag, CACHE_PRIVATE, answer);
+    varying(tagged(headers, tag, CACHE_PRIVATE, answer), "authorization")
+}
+
+/// `response` marked as depending on the request headers `vary` names.
+fn varying(mut response: Response, vary: &'static str) -> Response {
     response
         .headers_mut()
-        .insert(header::VARY, HeaderValue::from_static("authorization"));
+        .insert(header::VARY, HeaderValue::from_static(vary));
     response
+}
+
+/// `body` as an answer tagged by a digest of its bytes, or `304` when the client holds it.
+fn digest_tagged(
+    headers: &HeaderMap,
+    content_type: &'static str,
+    body: Vec<u8>,
+    cache_control: &'static str,
+) -> Response {
+    let tag = digest_tag(&body);
+    let answer = ([(header::CONTENT_TYPE, content_type)], body).into_response();
+    tagged(headers, &tag, cache_control, answer)
 }
 
 /// An answer that is the same for everyone (`Cache-Control` public for a while), tagged by
 /// its bytes.
 pub fn public(headers: &HeaderMap, content_type: &'static str, body: Vec<u8>) -> Response {
-    let tag = digest_tag(&body);
-    let answer = ([(header::CONTENT_TYPE, content_type)], body).into_response();
-    tagged(headers, &tag, super::CACHE_PUBLIC.1, answer)
+    digest_tagged(headers, content_type, body, super::CACHE_PUBLIC.1)
 }
 
 /// `value` as the bytes of a JSON answer; a value that does not serialise is our fault.
@@ -100,9 +114,7 @@ pub fn json_bytes<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, ApiError> {
 /// An answer that changes as play goes on (a profile): any cache may keep it, but must ask
 /// again (with `If-None-Match`) before each use. Tagged by its bytes.
 pub fn revalidated(headers: &HeaderMap, content_type: &'static str, body: Vec<u8>) -> Response {
-    let tag = digest_tag(&body);
-    let answer = ([(header::CONTENT_TYPE, content_type)], body).into_response();
-    tagged(headers, &tag, CACHE_REVALIDATE, answer)
+    digest_tagged(headers, content_type, body, CACHE_REVALIDATE)
 }
 
 /// An answer read with the caller's token (an event page, an export), tagged by its bytes;
@@ -114,13 +126,10 @@ pub fn private(
     body: Vec<u8>,
     vary: &'static str,
 ) -> Response {
-    let tag = digest_tag(&body);
-    let answer = ([(header::CONTENT_TYPE, content_type)], body).into_response();
-    let mut response = tagged(headers, &tag, CACHE_PRIVATE, answer);
-    response
-        .headers_mut()
-        .insert(header::VARY, HeaderValue::from_static(vary));
-    response
+    varying(
+        digest_tagged(headers, content_type, body, CACHE_PRIVATE),
+        vary,
+    )
 }
 
 #[cfg(test)]

@@ -4,8 +4,6 @@
 
 use crate::common;
 
-use std::io::Read;
-
 use common::{TestApp, spawn_app, spawn_app_http, standard_settings, test_http_settings};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -154,10 +152,7 @@ async fn larger_json_answers_are_compressed_and_streams_never(pool: PgPool) {
         .unwrap();
     assert_eq!(gzipped.headers()["content-encoding"], "gzip");
     let packed = gzipped.bytes().await.unwrap();
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(&packed[..])
-        .read_to_string(&mut text)
-        .unwrap();
+    let text = common::gunzip(&packed);
     assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), plain);
     assert!(
         packed.len() < plain_size / 2,

@@ -297,3 +297,13 @@ pub fn legal_fleet_cells(ruleset: &str) -> Vec<String> {
     }
     cells
 }
+
+/// The text of a gzip-compressed answer body.
+pub fn gunzip(packed: &[u8]) -> String {
+    use std::io::Read;
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(packed)
+        .read_to_string(&mut text)
+        .expect("a gzip body");
+    text
+}

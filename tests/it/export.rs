@@ -4,8 +4,6 @@
 use crate::common;
 use crate::ladder_support::play_out;
 
-use std::io::Read;
-
 use common::{Player, TestApp, spawn_app};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -263,11 +261,7 @@ async fn exported_ids(app: &TestApp, player: &Player, query: &str) -> Vec<String
         .unwrap();
     assert_eq!(gzipped.headers()["content-encoding"], "gzip");
     let packed = gzipped.bytes().await.unwrap();
-    let mut unpacked = String::new();
-    flate2::read::GzDecoder::new(&packed[..])
-        .read_to_string(&mut unpacked)
-        .unwrap();
-    assert_eq!(unpacked, text, "{query}");
+    assert_eq!(common::gunzip(&packed), text, "{query}");
     assert!(text.is_empty() || text.ends_with('\n'));
     text.lines()
         .map(|line| {
