@@ -150,9 +150,10 @@ event_classes = set(kinds)
 typed = [event for event in streamed if type(event) in event_classes]
 assert [event.seq for event in typed] == [event.seq for event in events], "the stream sends every event once"
 assert [type(event) for event in typed] == kinds, "each streamed event is the class of its kind"
-# Anything else is the stream's opening snapshot or a kind this client has no class for.
+# Anything else is the stream's opening snapshot, a player's presence, or a kind this
+# client has no class for.
 extras = {type(event).__name__ for event in streamed if type(event) not in event_classes}
-assert extras <= {OtherEvent.__name__, "MatchState"}, extras
+assert extras <= {OtherEvent.__name__, "MatchState", "PresenceChange"}, extras
 # The export: the same match as one document, and first in our own ndjson export.
 exported = expect(export_match.sync(match_id, client=me), MatchExport)
 assert len(exported.fleets) == 2 and all(fleet.commitment_verified for fleet in exported.fleets)

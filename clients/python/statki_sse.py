@@ -33,8 +33,9 @@ class OtherEvent:
     data: Any
 
 
-# Kinds whose class is not named `{Kind}{Suffix}`: a stream's opening snapshot.
-_SPECIAL = {"state": "MatchState"}
+# Kinds whose class is not named `{Kind}{Suffix}`: a stream's opening snapshot, and a
+# player of the match coming online or going away (not a numbered event: no `id:`).
+_SPECIAL = {"state": "MatchState", "presence": "PresenceChange"}
 
 
 def _class_for(kind: str, suffix: str):

@@ -227,6 +227,10 @@ impl App {
                 .take_while(|named| since.is_none_or(|since| named.row.created_at >= since))
                 .filter(|named| named.row.state.phase == Phase::Finished)
                 .take(usize::try_from(limit).unwrap_or(0))
+                .map(|listed| NamedRow {
+                    row: listed.row,
+                    names: listed.names,
+                })
                 .collect();
             // The page went past `since` (or was the last) when a row was cut by it.
             let reached_since =

@@ -31,8 +31,8 @@ pub use clocks::Expired;
 pub use error::{AppError, Result};
 pub use idempotency::{Answer, Idempotency};
 pub use resources::{
-    EventResource, MatchResource, MatchState, NewMatch, OwnClock, PlayerProfile, ShotAnswer,
-    ms_left, viewer_of,
+    EventResource, MatchResource, MatchState, NewMatch, OwnClock, PlayerProfile, Presence,
+    PresenceChange, PresenceKind, ShotAnswer, ms_left, viewer_of,
 };
 pub use write::EVENTS_CHANNEL;
 

@@ -52,15 +52,14 @@ pub struct MatchSummary {
     pub created_at: DateTime<Utc>,
     /// The name of every player the entry names, by id.
     pub names: std::collections::BTreeMap<Uuid, String>,
+    /// The seated players' ratings on this rule set's ladder, by id (only those who have
+    /// played a rated game on it; bots never have one).
+    pub ratings: std::collections::BTreeMap<Uuid, f64>,
 }
 
 impl MatchSummary {
-    fn new(
-        row: &crate::store::matches::MatchRow,
-        names: std::collections::BTreeMap<Uuid, String>,
-        viewer: Uuid,
-        now: DateTime<Utc>,
-    ) -> Self {
+    fn new(listed: listing::ListedRow, viewer: Uuid, now: DateTime<Utc>) -> Self {
+        let row = &listed.row;
         let state: &Match = &row.state;
         let seat = |seat: Option<usize>| seat.and_then(|seat| state.player(seat));
         Self {
@@ -78,7 +77,8 @@ impl MatchSummary {
             result: state.result,
             seq: row.last_seq,
             created_at: row.created_at,
-            names,
+            names: listed.names,
+            ratings: listed.ratings,
         }
     }
 }
@@ -165,7 +165,7 @@ impl App {
         let now = self.now().await?;
         let matches = rows
             .into_iter()
-            .map(|named| MatchSummary::new(&named.row, named.names, viewer, now))
+            .map(|listed| MatchSummary::new(listed, viewer, now))
             .collect();
         Ok(MatchPage { matches, next })
     }

@@ -89,9 +89,62 @@ pub struct MatchResource {
     /// Reads carry it; the answers to commands leave it out.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub names: BTreeMap<Uuid, String>,
+    /// Whether each seated player is online (holds an open event stream, on any replica;
+    /// a bot always is) or away. Reads carry it; the answers to commands leave it out.
+    /// A match stream tells changes as `presence` events.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub presence: BTreeMap<Uuid, Presence>,
+}
+
+/// Whether a player is in the game right now: `online` while they hold an open event
+/// stream (a match's or their own feed), `away` otherwise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Presence {
+    Online,
+    Away,
+}
+
+impl Presence {
+    pub fn of(online: bool) -> Self {
+        if online { Self::Online } else { Self::Away }
+    }
+}
+
+/// A match stream's `presence` event: a player of the match came online or went away.
+/// It has no `id:` (it is not one of the match's numbered events, and is never stored or
+/// replayed): a client that resumes reads the view's `presence` again.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct PresenceChange {
+    #[schema(inline)]
+    pub kind: PresenceKind,
+    pub player: Uuid,
+    pub presence: Presence,
+}
+
+/// The `kind` of a match stream's `presence` event.
+#[derive(Clone, Copy, Debug, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PresenceKind {
+    Presence,
 }
 
 impl MatchResource {
+    /// Sets the presence of the match's seated players from the ids of those online.
+    pub fn set_presence(&mut self, online: &[Uuid]) {
+        self.presence = self
+            .view
+            .players
+            .iter()
+            .map(|player| (*player, Presence::of(online.contains(player))))
+            .collect();
+    }
+
+    /// The seated players, creator first.
+    pub fn seated(&self) -> Vec<Uuid> {
+        self.view.players.clone()
+    }
+
     /// Renders a match as `viewer` sees it at `now`.
     pub fn render(
         id: Uuid,
@@ -115,6 +168,7 @@ impl MatchResource {
             deadline_ms_left: ms_left(state.deadline, now),
             view,
             names: BTreeMap::new(),
+            presence: BTreeMap::new(),
         }
     }
 }

@@ -17,10 +17,22 @@ const CACHE_PRIVATE: &str = "private, no-cache";
 /// again before every use.
 const CACHE_REVALIDATE: &str = "public, no-cache";
 
-/// The tag of `viewer`'s view of a match at `seq`. Weak: the view's clock reading
+/// The tag of `viewer`'s view of a match at `seq` with its players' `presence` (one mark
+/// per seated player, in the order of their ids: `o` online, `a` away). Weak: the view's clock reading
 /// (`deadline_ms_left`) moves on while the view stays the same.
-pub fn view_tag(seq: i64, viewer: Uuid) -> String {
-    format!("W/\"{seq}-{}\"", viewer.simple())
+pub fn view_tag(
+    seq: i64,
+    viewer: Uuid,
+    presence: &std::collections::BTreeMap<Uuid, crate::app::Presence>,
+) -> String {
+    let marks: String = presence
+        .values()
+        .map(|presence| match presence {
+            crate::app::Presence::Online => 'o',
+            crate::app::Presence::Away => 'a',
+        })
+        .collect();
+    format!("W/\"{seq}-{}-{marks}\"", viewer.simple())
 }
 
 /// A strong tag of exactly these bytes.
@@ -135,6 +147,7 @@ pub fn private(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::app::Presence;
 
     fn asking(value: &'static str) -> HeaderMap {
         let mut headers = HeaderMap::new();
@@ -143,11 +156,20 @@ mod tests {
     }
 
     #[test]
+    fn a_view_tag_changes_when_a_player_comes_or_goes() {
+        let (ala, bolek) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let online = [(ala, Presence::Online), (bolek, Presence::Online)].into();
+        let away = [(ala, Presence::Online), (bolek, Presence::Away)].into();
+        assert_ne!(view_tag(7, ala, &online), view_tag(7, ala, &away));
+        assert_eq!(view_tag(7, ala, &away), view_tag(7, ala, &away));
+    }
+
+    #[test]
     fn if_none_match_compares_weakly_and_takes_lists_and_any() {
-        let tag = view_tag(12, Uuid::nil());
+        let tag = view_tag(12, Uuid::nil(), &Default::default());
         let strong = tag.trim_start_matches("W/").to_owned();
         assert!(matches(
-            &asking("\"a\", W/\"12-00000000000000000000000000000000\""),
+            &asking("\"a\", W/\"12-00000000000000000000000000000000-\""),
             &tag
         ));
         assert!(matches(&asking("*"), &tag));

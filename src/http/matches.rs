@@ -225,8 +225,8 @@ async fn list_matches(
     security(("bearer" = [])),
     responses(
         (status = 200, description = "The match as the caller sees it (participant or spectator)", body = MatchResource,
-            headers(("ETag" = String, description = "The view's tag, from the match's sequence number (weak: `deadline_ms_left` moves on); send it as `If-None-Match` to be answered 304 while nothing happened"))),
-        (status = 304, description = "Not modified: `If-None-Match` names the current view's tag, so nothing happened since",
+            headers(("ETag" = String, description = "The view's tag, from the match's sequence number and who is online (weak: `deadline_ms_left` moves on); send it as `If-None-Match` to be answered 304 while nothing happened"))),
+        (status = 304, description = "Not modified: `If-None-Match` names the current view's tag, so nothing happened since (and nobody came or went)",
             headers(("ETag" = String, description = "The view's tag"))),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
     )
@@ -237,8 +237,14 @@ async fn get_match(
     ApiPath(id): ApiPath<Uuid>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let view = state.app.view(id, caller).await?;
-    let tag = conditional::view_tag(view.seq, caller);
+    let mut view = state.app.view(id, caller).await?;
+    let online = state
+        .live
+        .online(&view.seated())
+        .await
+        .map_err(crate::app::AppError::from)?;
+    view.set_presence(&online);
+    let tag = conditional::view_tag(view.seq, caller, &view.presence);
     Ok(conditional::view(
         &headers,
         &tag,

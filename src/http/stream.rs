@@ -88,6 +88,7 @@ pub struct Notice {
 pub enum MatchStreamEvent {
     State(crate::app::MatchState),
     Event(crate::app::EventResource),
+    Presence(crate::app::PresenceChange),
 }
 
 /// Largest resume point: the largest integer a JavaScript client holds exactly, far beyond
@@ -238,18 +239,21 @@ fn live_error(error: LiveError) -> Response {
 /// `MatchState`) or an event (`id:` its sequence number, `event:` its kind, `data:` the
 /// `EventResource`, as in `GET /v1/matches/{id}/events`).
 fn match_sse(item: MatchItem) -> Result<Event, Infallible> {
-    let (seq, kind, data) = match item {
-        MatchItem::State(state) => (state.seq, "state", serde_json::to_string(&state)),
-        MatchItem::Event(resource) => (
-            resource.seq,
-            resource.event.kind(),
-            serde_json::to_string(&resource),
-        ),
-    };
-    Ok(Event::default()
-        .id(seq.to_string())
-        .event(kind)
-        .data(data.unwrap_or_else(|_| "{}".to_owned())))
+    let json = |data: serde_json::Result<String>| data.unwrap_or_else(|_| "{}".to_owned());
+    Ok(match item {
+        MatchItem::State(state) => Event::default()
+            .id(state.seq.to_string())
+            .event("state")
+            .data(json(serde_json::to_string(&state))),
+        MatchItem::Event(resource) => Event::default()
+            .id(resource.seq.to_string())
+            .event(resource.event.kind())
+            .data(json(serde_json::to_string(&resource))),
+        // Not a numbered event: no `id:`, so a resuming client's `Last-Event-ID` stays put.
+        MatchItem::Presence(change) => Event::default()
+            .event("presence")
+            .data(json(serde_json::to_string(&change))),
+    })
 }
 
 /// A notice: `id:` its number on the caller's feed, `event:` its kind, `data:` a `Notice`.

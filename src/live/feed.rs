@@ -11,9 +11,10 @@ use futures::Stream;
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use super::presence::{Watched, next_change};
 use super::registry::{Registry, StreamPermit, Subscription};
 use super::{Inner, LiveError};
-use crate::store::StoreError;
+use crate::store::{self, StoreError};
 
 /// Ids per position query of the sweep.
 const SWEEP_CHUNK: usize = 5_000;
@@ -84,6 +85,20 @@ pub trait Topic: Sized + Send + Sync + 'static {
 
     /// Whether nothing will follow the records up to `end` (a match that is over).
     fn finished(context: &Self::Context) -> bool;
+
+    /// The players whose presence a stream of this topic tells (a match's seated players);
+    /// none by default.
+    fn participants(_context: &Self::Context) -> Vec<Uuid> {
+        Vec::new()
+    }
+
+    /// The item telling that `player` came online or went away.
+    fn presence_item(_player: Uuid, _online: bool) -> Option<Self::Item> {
+        None
+    }
+
+    /// Completes a snapshot with who of [`Topic::participants`] is `online`.
+    fn with_presence(_item: &mut Self::Item, _online: &[Uuid]) {}
 }
 
 /// Records of one topic as read once for all its subscribers on this replica.
@@ -110,6 +125,9 @@ struct Following<T: Topic> {
     subscription: Subscription<Batch<T>>,
     caller: Uuid,
     last_sent: i64,
+    /// The presence of the topic's participants, told as it changes.
+    presence: Vec<Watched>,
+    inner: Arc<Inner>,
 }
 
 /// Opens `caller`'s stream of topic `id` after `after`: the backlog read from the
@@ -138,10 +156,19 @@ pub(super) async fn open<T: Topic>(
     }
     let viewer = T::viewer(&head.context, caller);
     let mut pending = VecDeque::new();
-    let snapshot = match after {
+    let participants = T::participants(&head.context);
+    let online = if participants.is_empty() {
+        Vec::new()
+    } else {
+        store::streams::online(&inner.pool, &participants, inner.settings.lease_lifetime).await?
+    };
+    let mut snapshot = match after {
         None => T::snapshot(&inner.pool, id, &head, caller).await?,
         Some(_) => None,
     };
+    if let Some(snapshot) = &mut snapshot {
+        T::with_presence(snapshot, &online);
+    }
     let after = match snapshot {
         Some(state) => {
             pending.push_back(state);
@@ -192,6 +219,11 @@ pub(super) async fn open<T: Topic>(
             subscription,
             caller,
             last_sent: after.max(head.end),
+            presence: participants
+                .iter()
+                .map(|player| inner.presence.watch(*player, online.contains(player)))
+                .collect(),
+            inner: inner.clone(),
         })
     };
     Ok(Some(Feed {
@@ -231,7 +263,15 @@ impl<T: Topic> Feed<T> {
 impl<T: Topic> Following<T> {
     /// Adds the next batch's unsent records to `out`. Returns whether the stream goes on.
     async fn next(&mut self, out: &mut VecDeque<T::Item>) -> bool {
-        let Some(batch) = self.subscription.next().await else {
+        // Both futures are cancel-safe: what the branch not taken would have had is kept.
+        let batch = tokio::select! {
+            batch = self.subscription.next() => batch,
+            (player, online) = next_change(&mut self.presence) => {
+                out.extend(T::presence_item(player, online));
+                return true;
+            }
+        };
+        let Some(batch) = batch else {
             return false;
         };
         if batch
@@ -244,6 +284,7 @@ impl<T: Topic> Following<T> {
             tracing::warn!(topic = T::NAME, id = %self.subscription.id(), "gap in a stream; closing it");
             return false;
         }
+        self.watch_newcomers(&batch.context, out).await;
         let viewer = T::viewer(&batch.context, self.caller);
         for record in &batch.records {
             let seq = T::seq(record);
@@ -253,6 +294,30 @@ impl<T: Topic> Following<T> {
             }
         }
         !(T::finished(&batch.context) && self.last_sent >= batch.end)
+    }
+}
+
+impl<T: Topic> Following<T> {
+    /// Watches the participants who arrived since the stream opened (the player who
+    /// joined), telling their presence at once.
+    async fn watch_newcomers(&mut self, context: &T::Context, out: &mut VecDeque<T::Item>) {
+        let newcomers: Vec<Uuid> = T::participants(context)
+            .into_iter()
+            .filter(|player| !self.presence.iter().any(|w| w.player() == *player))
+            .collect();
+        if newcomers.is_empty() {
+            return;
+        }
+        let lifetime = self.inner.settings.lease_lifetime;
+        // Unread, they count as away until the next sweep reads them.
+        let online = store::streams::online(&self.inner.pool, &newcomers, lifetime)
+            .await
+            .unwrap_or_default();
+        for player in newcomers {
+            let here = online.contains(&player);
+            self.presence.push(self.inner.presence.watch(player, here));
+            out.extend(T::presence_item(player, here));
+        }
     }
 }
 
@@ -307,4 +372,38 @@ pub(super) async fn sweep<T: Topic>(
         }
     }
     Ok(())
+}
+
+/// Reads the presence of every player followed here again (leases run out without a word
+/// when a replica dies, and a notification may be lost).
+pub(super) async fn sweep_presence(inner: &Arc<Inner>) -> Result<(), StoreError> {
+    for chunk in inner.presence.followed().chunks(SWEEP_CHUNK) {
+        let online =
+            store::streams::online(&inner.pool, chunk, inner.settings.lease_lifetime).await?;
+        for player in chunk {
+            inner.presence.set(*player, online.contains(player));
+        }
+    }
+    Ok(())
+}
+
+/// `player`'s streams changed somewhere: reads whether they are online, if anybody here
+/// follows them.
+pub(super) fn presence_changed(inner: &Arc<Inner>, player: Uuid) {
+    if !inner.presence.follows(player) {
+        return;
+    }
+    let inner = inner.clone();
+    tokio::spawn(async move {
+        let Ok(_slot) = inner.fetch_slots.acquire().await else {
+            return;
+        };
+        match store::streams::online(&inner.pool, &[player], inner.settings.lease_lifetime).await {
+            Ok(online) => inner.presence.set(player, online.contains(&player)),
+            Err(error) => {
+                tracing::warn!(%error, %player, "live: reading a player's presence failed");
+                inner.sweep_now.notify_one();
+            }
+        }
+    });
 }

@@ -45,6 +45,7 @@ async fn connect_listener(options: &PgConnectOptions) -> Result<PgListener, sqlx
             Players::CHANNEL,
             TOKENS_CHANNEL,
             APPLIED_CHANNEL,
+            store::streams::PRESENCE_CHANNEL,
         ])
         .await?;
     Ok(listener)
@@ -118,6 +119,13 @@ fn on_notification(inner: &Arc<Inner>, channel: &str, payload: &str) {
 }
 
 fn on_position(inner: &Arc<Inner>, channel: &str, payload: &str) {
+    if channel == store::streams::PRESENCE_CHANNEL {
+        match payload.parse::<Uuid>() {
+            Ok(player) => feed::presence_changed(inner, player),
+            Err(_) => tracing::warn!(channel, payload, "live: unreadable notification"),
+        }
+        return;
+    }
     if channel == TOKENS_CHANNEL {
         // Only the player is taken from the payload; the instant is read from the row.
         let player = payload

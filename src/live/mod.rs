@@ -10,6 +10,8 @@
 //!   stream slots (per replica, and per player across replicas with leases);
 //! - `feed`: the one stream mechanism, generic over a [`Topic`]: catch-up, then live
 //!   batches de-duplicated by sequence number; the fan-out read; the sweep;
+//! - `presence`: whether the players of followed matches are online, told to their
+//!   streams as it changes;
 //! - `topics`: the two kinds of topic, a match's events ([`Matches`]) and a player's
 //!   notices ([`Players`]).
 //!
@@ -50,6 +52,7 @@ use registry::StreamSlots;
 
 mod feed;
 mod listener;
+mod presence;
 mod registry;
 mod topics;
 
@@ -129,6 +132,8 @@ struct Inner {
     sweep_now: Notify,
     listening: AtomicBool,
     closed: watch::Sender<bool>,
+    /// The presence of the players whose matches are followed here.
+    presence: Arc<presence::PresenceWatch>,
     /// Told of every match position announced by any replica.
     position_watchers: std::sync::RwLock<Vec<PositionWatcher>>,
 }
@@ -167,6 +172,7 @@ impl Hub {
             sweep_now: Notify::new(),
             listening: AtomicBool::new(false),
             closed: watch::channel(false).0,
+            presence: Arc::new(presence::PresenceWatch::new()),
             position_watchers: std::sync::RwLock::new(Vec::new()),
         });
         tokio::spawn(until_closed(
@@ -191,6 +197,17 @@ impl Hub {
     /// not, only later).
     pub fn is_listening(&self) -> bool {
         self.inner.listening.load(Ordering::Relaxed)
+    }
+
+    /// Which of `players` are online now: holding an open stream on any replica (a bot
+    /// always is).
+    pub async fn online(&self, players: &[Uuid]) -> Result<Vec<Uuid>, StoreError> {
+        crate::store::streams::online(
+            &self.inner.pool,
+            players,
+            self.inner.settings.lease_lifetime,
+        )
+        .await
     }
 
     /// Open streams on this replica.
@@ -266,5 +283,6 @@ async fn sweep_loop(inner: Arc<Inner>) {
 /// Compares every followed position with the database and fetches what was missed.
 async fn sweep(inner: &Arc<Inner>) -> Result<(), StoreError> {
     feed::sweep(inner, &inner.matches).await?;
-    feed::sweep(inner, &inner.players).await
+    feed::sweep(inner, &inner.players).await?;
+    feed::sweep_presence(inner).await
 }

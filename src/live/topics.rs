@@ -11,7 +11,8 @@ use chrono::{DateTime, Utc};
 
 use super::feed::{Batch, Topic};
 use crate::app::{
-    EVENTS_CHANNEL, EVENTS_PAGE, EventResource, MatchResource, MatchState, viewer_of,
+    EVENTS_CHANNEL, EVENTS_PAGE, EventResource, MatchResource, MatchState, Presence,
+    PresenceChange, PresenceKind, viewer_of,
 };
 use crate::engine::{Match, Viewer};
 use crate::store::notices::{self, Notice};
@@ -37,6 +38,7 @@ pub struct MatchContext {
 pub enum MatchItem {
     State(Box<MatchState>),
     Event(EventResource),
+    Presence(PresenceChange),
 }
 
 impl Topic for Matches {
@@ -136,6 +138,24 @@ impl Topic for Matches {
 
     fn finished(context: &MatchContext) -> bool {
         context.state.phase.is_over()
+    }
+
+    fn participants(context: &MatchContext) -> Vec<Uuid> {
+        context.state.players()
+    }
+
+    fn presence_item(player: Uuid, online: bool) -> Option<MatchItem> {
+        Some(MatchItem::Presence(PresenceChange {
+            kind: PresenceKind::Presence,
+            player,
+            presence: Presence::of(online),
+        }))
+    }
+
+    fn with_presence(item: &mut MatchItem, online: &[Uuid]) {
+        if let MatchItem::State(state) = item {
+            state.view.set_presence(online);
+        }
     }
 }
 

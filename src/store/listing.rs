@@ -17,6 +17,14 @@ pub struct NamedRow {
     pub names: BTreeMap<Uuid, String>,
 }
 
+/// A listed match: its row, the names it names, and the ladder ratings of its players on
+/// its rule set's ladder (those who have one).
+pub struct ListedRow {
+    pub row: MatchRow,
+    pub names: BTreeMap<Uuid, String>,
+    pub ratings: BTreeMap<Uuid, f64>,
+}
+
 /// Which matches a list holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Listing {
@@ -54,6 +62,27 @@ impl TryFrom<NamedRecord> for NamedRow {
     }
 }
 
+/// A `matches` row as a list page holds it, with names and ratings as JSON objects.
+#[derive(sqlx::FromRow)]
+struct ListedRecord {
+    #[sqlx(flatten)]
+    record: MatchRecord,
+    names: Json<BTreeMap<Uuid, String>>,
+    ratings: Json<BTreeMap<Uuid, f64>>,
+}
+
+impl TryFrom<ListedRecord> for ListedRow {
+    type Error = StoreError;
+
+    fn try_from(listed: ListedRecord) -> Result<Self, StoreError> {
+        Ok(ListedRow {
+            row: listed.record.try_into()?,
+            names: listed.names.0,
+            ratings: listed.ratings.0,
+        })
+    }
+}
+
 /// One match with its players' names.
 pub async fn get(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<NamedRow>, StoreError> {
     let row = sqlx::query_as::<_, NamedRecord>(
@@ -74,35 +103,41 @@ pub async fn page(
     listing: Listing,
     cursor: Option<Cursor>,
     limit: i64,
-) -> Result<Vec<NamedRow>, StoreError> {
+) -> Result<Vec<ListedRow>, StoreError> {
     let subject = match listing {
         Listing::Open { viewer } => Some(viewer),
         Listing::Live => None,
         Listing::PlayerOf { player } => Some(player),
     };
     let query = match listing {
-        Listing::Open { .. } => sqlx::query_as::<_, NamedRecord>(
+        Listing::Open { .. } => sqlx::query_as::<_, ListedRecord>(
             "SELECT m.id, m.snapshot, m.last_seq, m.created_at,
                 (SELECT coalesce(jsonb_object_agg(p.id, p.name), '{}'::jsonb) FROM players p
-                 WHERE p.id IN (m.creator, m.joiner, m.invited)) AS names
+                 WHERE p.id IN (m.creator, m.joiner, m.invited)) AS names,
+                (SELECT coalesce(jsonb_object_agg(r.player_id, r.rating), '{}'::jsonb) FROM ratings r
+                 WHERE r.ruleset = m.ruleset AND r.player_id IN (m.creator, m.joiner)) AS ratings
          FROM matches m
          WHERE m.phase = 'waiting' AND (m.invited IS NULL OR m.invited = $1 OR m.creator = $1) AND ($2::timestamptz IS NULL OR (m.created_at, m.id) < ($2, $3))
          ORDER BY m.created_at DESC, m.id DESC LIMIT $4",
         ),
-        Listing::Live => sqlx::query_as::<_, NamedRecord>(
+        Listing::Live => sqlx::query_as::<_, ListedRecord>(
             "SELECT m.id, m.snapshot, m.last_seq, m.created_at,
                 (SELECT coalesce(jsonb_object_agg(p.id, p.name), '{}'::jsonb) FROM players p
-                 WHERE p.id IN (m.creator, m.joiner, m.invited)) AS names
+                 WHERE p.id IN (m.creator, m.joiner, m.invited)) AS names,
+                (SELECT coalesce(jsonb_object_agg(r.player_id, r.rating), '{}'::jsonb) FROM ratings r
+                 WHERE r.ruleset = m.ruleset AND r.player_id IN (m.creator, m.joiner)) AS ratings
          FROM matches m
          WHERE m.phase IN ('placement', 'battle') AND $1::uuid IS NULL AND ($2::timestamptz IS NULL OR (m.created_at, m.id) < ($2, $3))
          ORDER BY m.created_at DESC, m.id DESC LIMIT $4",
         ),
         // The player's matches as creator and as joiner, each a page read down its own
         // index, merged: a page costs a page, however many matches the player has.
-        Listing::PlayerOf { .. } => sqlx::query_as::<_, NamedRecord>(
+        Listing::PlayerOf { .. } => sqlx::query_as::<_, ListedRecord>(
             "SELECT m.id, m.snapshot, m.last_seq, m.created_at,
                 (SELECT coalesce(jsonb_object_agg(p.id, p.name), '{}'::jsonb) FROM players p
-                 WHERE p.id IN (m.creator, m.joiner, m.invited)) AS names
+                 WHERE p.id IN (m.creator, m.joiner, m.invited)) AS names,
+                (SELECT coalesce(jsonb_object_agg(r.player_id, r.rating), '{}'::jsonb) FROM ratings r
+                 WHERE r.ruleset = m.ruleset AND r.player_id IN (m.creator, m.joiner)) AS ratings
          FROM (
              (SELECT * FROM matches
               WHERE creator = $1 AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3))
@@ -122,5 +157,5 @@ pub async fn page(
         .bind(limit)
         .fetch_all(db)
         .await?;
-    rows.into_iter().map(NamedRow::try_from).collect()
+    rows.into_iter().map(ListedRow::try_from).collect()
 }

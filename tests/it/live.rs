@@ -48,6 +48,11 @@ struct SseClient {
     comments: usize,
     /// Everything received, for checks on the raw text.
     raw: String,
+    /// `presence` events not yet taken (by [`SseClient::next_presence`]); [`SseClient::next`]
+    /// passes over them, since they are not numbered events of the match.
+    presence: std::collections::VecDeque<Sse>,
+    /// Numbered events read while looking for a presence event, handed out next.
+    held: std::collections::VecDeque<Sse>,
 }
 
 async fn open(app: &TestApp, path: &str, token: &str, last_event_id: Option<i64>) -> SseClient {
@@ -70,6 +75,8 @@ async fn open(app: &TestApp, path: &str, token: &str, last_event_id: Option<i64>
         buffer: String::new(),
         comments: 0,
         raw: String::new(),
+        presence: Default::default(),
+        held: Default::default(),
     }
 }
 
@@ -95,6 +102,40 @@ impl SseClient {
     }
 
     async fn next_inner(&mut self) -> Option<Sse> {
+        if let Some(event) = self.held.pop_front() {
+            return Some(event);
+        }
+        loop {
+            let event = self.next_block().await?;
+            if event.event.as_deref() == Some("presence") {
+                self.presence.push_back(event);
+                continue;
+            }
+            return Some(event);
+        }
+    }
+
+    /// The next `presence` event (numbered events read meanwhile are kept for `next`).
+    async fn next_presence(&mut self) -> Sse {
+        let wait = async {
+            loop {
+                if let Some(event) = self.presence.pop_front() {
+                    return event;
+                }
+                let event = self.next_block().await.expect("the stream ended");
+                if event.event.as_deref() == Some("presence") {
+                    return event;
+                }
+                self.held.push_back(event);
+            }
+        };
+        tokio::time::timeout(PATIENCE, wait)
+            .await
+            .expect("no presence event arrived in time")
+    }
+
+    /// The next event of any kind, as framed.
+    async fn next_block(&mut self) -> Option<Sse> {
         loop {
             if let Some(end) = self.buffer.find("\n\n") {
                 let block: String = self.buffer.drain(..end + 2).collect();
@@ -779,11 +820,12 @@ async fn stream_requests_are_checked(pool: PgPool) {
     assert_eq!(spec.status, StatusCode::OK);
 }
 
-/// A view without its clock reading, which moves between two reads.
+/// A view without its clock reading, which moves between two reads, and without who is
+/// online (opening the stream brings its caller online).
 fn without_clock(mut view: Value) -> Value {
-    view.as_object_mut()
-        .expect("a view is an object")
-        .remove("deadline_ms_left");
+    let fields = view.as_object_mut().expect("a view is an object");
+    fields.remove("deadline_ms_left");
+    fields.remove("presence");
     view
 }
 
@@ -809,6 +851,10 @@ async fn a_fresh_match_stream_begins_with_the_callers_state(pool: PgPool) {
             without_clock(state.data["view"].clone()),
             without_clock(view)
         );
+        if viewer == "participant" {
+            assert_eq!(state.data["view"]["presence"][&player.id], "online");
+            assert_eq!(state.data["view"]["presence"][&shooter.id], "away");
+        }
         // The state stands for the history: nothing before the next change.
         stream.expect_quiet(Duration::from_millis(300)).await;
     }
@@ -912,6 +958,8 @@ async fn a_stream_ticket_opens_one_stream_once(pool: PgPool) {
         buffer: String::new(),
         comments: 0,
         raw: String::new(),
+        presence: Default::default(),
+        held: Default::default(),
     };
     let state = stream.next().await.expect("the state");
     assert_eq!(state.kind(), "state");
@@ -1025,4 +1073,138 @@ async fn a_reaction_reaches_the_opponents_and_a_spectators_stream(pool: PgPool) 
         let shot = stream.next().await.expect("the shot");
         assert_eq!((shot.kind(), shot.seq()), ("shot_fired", state.seq() + 2));
     }
+}
+
+#[sqlx::test]
+async fn presence_follows_the_players_streams_across_replicas(pool: PgPool) {
+    let live = HubSettings {
+        keep_alive: Duration::from_millis(100),
+        ..HubSettings::default()
+    };
+    let one = spawn_app_full(pool.clone(), standard_settings(), live.clone()).await;
+    let two = spawn_app_full(pool, standard_settings(), live).await;
+    let (id, shooter, target) = one.battle_match("statki").await;
+    let watcher = one.register("watcher").await;
+    let view_path = format!("/v1/matches/{id}");
+    let path = format!("/v1/matches/{id}/stream");
+    let presence_of = |view: &Value, player: &Player| view["presence"][&player.id].clone();
+
+    let read_view = |tag: Option<String>| {
+        let mut request = one
+            .client
+            .get(one.url(&view_path))
+            .bearer_auth(&target.token);
+        if let Some(tag) = tag {
+            request = request.header("if-none-match", tag);
+        }
+        async move {
+            let response = request.send().await.expect("view");
+            let status = response.status();
+            let tag = response.headers()["etag"].to_str().unwrap().to_owned();
+            let body: Value = response.json().await.unwrap_or(Value::Null);
+            (status, tag, body)
+        }
+    };
+
+    // Nobody streams: both away, in the view and in its tag.
+    let (_, away_tag, before) = read_view(None).await;
+    assert_eq!(presence_of(&before, &shooter), "away");
+    assert_eq!(presence_of(&before, &target), "away");
+    let (status, _, _) = read_view(Some(away_tag.clone())).await;
+    assert_eq!(status, StatusCode::NOT_MODIFIED);
+
+    // The target follows the match on replica one, a spectator on replica two.
+    let mut opponent = open(&one, &path, &target.token, None).await;
+    let state = opponent.next().await.expect("the state");
+    assert_eq!(state.kind(), "state");
+    assert_eq!(presence_of(&state.data["view"], &target), "online");
+    assert_eq!(presence_of(&state.data["view"], &shooter), "away");
+    let mut spectator = open(&two, &path, &watcher.token, None).await;
+    let seen = spectator.next().await.expect("the state");
+    assert_eq!(presence_of(&seen.data["view"], &target), "online");
+    assert_eq!(presence_of(&seen.data["view"], &shooter), "away");
+
+    // The shooter opens the app (their own feed) on replica two: both streams are told.
+    let feed = open(&two, "/v1/stream", &shooter.token, None).await;
+    for stream in [&mut opponent, &mut spectator] {
+        let came = stream.next_presence().await;
+        assert_eq!(came.id, None, "presence is not a numbered event");
+        assert_eq!(
+            came.data,
+            json!({"kind": "presence", "player": shooter.id, "presence": "online"})
+        );
+    }
+    let (status, online_tag, online) = read_view(Some(away_tag.clone())).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "a presence change is not answered 304"
+    );
+    assert_eq!(presence_of(&online, &shooter), "online");
+    assert_eq!(presence_of(&online, &target), "online");
+    assert_ne!(online_tag, away_tag);
+
+    // The shooter leaves: away again, on both replicas' streams.
+    drop(feed);
+    for stream in [&mut opponent, &mut spectator] {
+        let went = stream.next_presence().await;
+        assert_eq!(
+            went.data,
+            json!({"kind": "presence", "player": shooter.id, "presence": "away"})
+        );
+    }
+    // The match's numbered events are untouched: the next one is the shot.
+    fire(&one, &id, &shooter, "C4").await;
+    let shot = opponent.next().await.expect("the shot");
+    assert_eq!((shot.kind(), shot.seq()), ("shot_fired", state.seq() + 1));
+}
+
+#[sqlx::test]
+async fn lists_carry_the_players_ladder_ratings(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let rated = app.register("rated").await;
+    let fresh = app.register("fresh").await;
+    sqlx::query(
+        "INSERT INTO ratings (ruleset, player_id, rating, deviation, volatility, games, wins,
+                              losses, draws, updated_at)
+         VALUES ('statki', $1, 1612.5, 80, 0.06, 3, 2, 1, 0, now()),
+                ('classic', $1, 1400, 80, 0.06, 1, 0, 1, 0, now())",
+    )
+    .bind(rated.id.parse::<uuid::Uuid>().unwrap())
+    .execute(&pool)
+    .await
+    .unwrap();
+    let statki = app.create_match(&rated, json!({"ruleset": "statki"})).await;
+    let open = app.get("/v1/matches?status=open", Some(&fresh.token)).await;
+    let row = open.body["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["id"] == statki.as_str())
+        .expect("the open match is listed")
+        .clone();
+    assert_eq!(
+        row["ratings"],
+        json!({ rated.id.clone(): 1612.5 }),
+        "this ladder's rating only"
+    );
+    let join = app
+        .post(
+            &format!("/v1/matches/{statki}/join"),
+            &fresh.token,
+            json!({}),
+        )
+        .await;
+    assert_eq!(join.status, StatusCode::OK);
+    let mine = app
+        .get(
+            &format!("/v1/players/{}/matches", fresh.id),
+            Some(&fresh.token),
+        )
+        .await;
+    assert_eq!(
+        mine.body["matches"][0]["ratings"],
+        json!({ rated.id.clone(): 1612.5 }),
+        "a player without a rated game has none"
+    );
 }

@@ -16,6 +16,8 @@ export type EventKind = MatchEvent["kind"];
 export type Notice = Schemas["Notice"];
 export type NoticeKind = Notice["kind"];
 export type MatchView = Schemas["MatchResource"];
+/** A match stream's `presence` event (no `id:`): a player came online or went away. */
+export type PresenceChange = Schemas["PresenceChange"];
 export type ParticipantMatch = Schemas["ParticipantMatch"];
 export type StatkiClient = Client<paths>;
 
@@ -74,6 +76,12 @@ function isMatchEvent(value: unknown): value is MatchEvent {
 
 function isNotice(value: unknown): value is Notice {
   return isRecord(value) && typeof value.kind === "string" && NOTICE_KINDS.has(value.kind);
+}
+
+/** Whether a match stream event's data is a `presence` change. */
+export function isPresenceChange(value: unknown): value is PresenceChange {
+  return isRecord(value) && value.kind === "presence" && typeof value.player === "string" &&
+    (value.presence === "online" || value.presence === "away");
 }
 
 /** An event of a kind this client does not type. */
