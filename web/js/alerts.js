@@ -16,6 +16,10 @@ const ICON = '/app/icon.svg';
 const BADGED_ICON = `data:image/svg+xml,${encodeURIComponent('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="6" fill="#0b4f7c"/><path d="M5 19h22l-3 6H8z" fill="#f4f7fa"/><rect x="13" y="11" width="7" height="7" rx="1" fill="#f4f7fa"/><circle cx="24" cy="8" r="7.5" fill="#d62c1a" stroke="#fff" stroke-width="1.5"/></svg>')}`;
 
 const live = (phase) => phase === 'placement' || phase === 'battle';
+// Over, not merely "not live": a match still waiting for its opponent has not ended, and
+// taking it for ended (as the creator watched it wait) kept its later result from ever
+// being told.
+const over = (phase) => phase === 'finished' || phase === 'cancelled';
 
 // --- sound ---
 let audio = null;
@@ -150,8 +154,8 @@ export function watchTurns(app) {
         }
         if (live(match.phase)) nowSeen[match.id] = match.phase;
         // A match last seen live that has ended since: say how, once, unless it is on screen.
-        if (seen[match.id] && !live(match.phase) && !viewing && !ended.includes(match.id)) tellResult(match);
-        if (!live(match.phase) && (viewing || seen[match.id])) markEnded(match.id);
+        if (seen[match.id] && over(match.phase) && !viewing && !ended.includes(match.id)) tellResult(match);
+        if (over(match.phase) && (viewing || seen[match.id])) markEnded(match.id);
       }
       seen = nowSeen;
       localStorage.setItem(seenKey, JSON.stringify(seen));

@@ -44,7 +44,7 @@ export function render(app, main, query) {
     rememberNames(match);
     return h('div', { class: 'row', 'data-match': match.id },
     h('div', { class: 'row-main' },
-      h('div', { class: 'who' }, match.players.map((id, i) => [i ? ' – ' : '', playerLink(id)])),
+      h('div', { class: 'who' }, match.players.map((id, i) => [i ? ' – ' : '', playerLink(id), ratingBadge(match, id)])),
       h('div', { class: 'row-badges' },
         h('span', { class: 'badge ruleset' }, rulesetTitle(match.ruleset)),
         match.ranked ? h('span', { class: 'badge ranked' }, t('match.ranked')) : null,
@@ -54,6 +54,14 @@ export function render(app, main, query) {
         clockBadge(match),
         detail ? h('span', { class: 'muted small-text' }, detail) : null)),
     action);
+  }
+
+  /** The player's rating on the match's ladder, from the list entry (none before a rated game). */
+  function ratingBadge(match, id) {
+    const rating = match.ratings && match.ratings[id];
+    if (typeof rating !== 'number') return null;
+    const shown = String(Math.round(rating));
+    return h('span', { class: 'row-rating', 'data-testid': 'row-rating', title: t('rating.short', { rating: shown }) }, ` (${shown})`);
   }
 
   /** The match's clocks ("⏱ 120 s · 30 s a shot"), so a joining player sees a custom clock. */
@@ -177,6 +185,7 @@ export function render(app, main, query) {
           mount(queueBox, h('div', { class: 'searching', role: 'status', 'data-testid': 'searching' },
             h('span', { class: 'spinner', 'aria-hidden': 'true' }),
             h('span', {}, t('queue.searching', { ruleset: rulesetTitle(state.ruleset) })),
+            h('span', { class: 'queue-who', 'data-testid': 'queue-rating' }, app.me.name, typeof state.rating === 'number' ? ` (${Math.round(state.rating)})` : ''),
             h('span', { class: 'muted' }, t('queue.window', { window: Math.round(state.window), waiting: state.waiting }))),
           h('button', { type: 'button', class: 'secondary', onclick: leave }, t('queue.leave')));
           queueTimer = setTimeout(poll, QUEUE_POLL_MS);

@@ -47,6 +47,9 @@ export function render(app, main, id) {
   const playersBar = h('div', { class: 'players-bar', 'data-testid': 'players' });
   const chips = new Map();
   const firstShot = h('p', { class: 'first-shot', 'data-testid': 'first-shot', hidden: true });
+  // On a phone the opponent's sea comes first: a small copy of the player's own sea rides in
+  // the sticky bar while they aim (the full sea below stays the one screen readers use).
+  const miniSea = h('div', { class: 'mini-sea', role: 'img', 'aria-label': t('board.own_mini'), 'data-testid': 'mini-sea', hidden: true });
   const live = h('span', { class: 'live-dot', 'data-testid': 'live' });
   const said = h('p', { class: 'announce', 'aria-live': 'assertive', 'data-testid': 'announce' });
   const ownBoard = new Board({ label: t('board.own'), owner: 'me', testId: 'own-board', onActivate: ownCell, onHover: (cell) => { hover = cell; drawBoards(); } });
@@ -73,7 +76,7 @@ export function render(app, main, id) {
   mount(main,
     h('div', { class: 'match', 'data-testid': 'match' },
       h('header', { class: 'match-head' }, title, live),
-      h('div', { class: 'turn-bar' }, playersBar, status, firstShot),
+      h('div', { class: 'turn-bar' }, playersBar, miniSea, status, firstShot),
       said,
       ending,
       h('div', { class: 'seas' }, ownSea, targetSea, controls),
@@ -94,6 +97,8 @@ export function render(app, main, id) {
           // A stream that opens with the caller's whole view (`state`) saves a read; any
           // other kind, known or not, only says that something happened.
           if (event === 'state' && data && data.id === id && typeof data.seq === 'number') { accept(data); return; }
+          // Someone came or went: not an event of the match, nothing to read again.
+          if (event === 'presence' && data && data.player) { setPresence(data.player, data.presence); return; }
           describeEvent(data);
           refresh();
         },
@@ -181,6 +186,7 @@ export function render(app, main, id) {
     if (!view || !preset) return;
     drawTitle();
     drawPlayers();
+    drawPresence();
     drawStatus();
     drawBoards();
     drawControls();
@@ -297,12 +303,34 @@ export function render(app, main, id) {
       const rating = h('span', { class: 'rating', 'data-testid': 'rating' });
       ratingOf(player, view.ruleset).then((value) => { if (value !== null && alive) rating.textContent = String(Math.round(value)); });
       const mine = participant() && player === me();
+      // Whether the other player is here (an open stream of theirs, as the server says).
+      const presence = mine ? null : h('span', { class: 'presence', 'data-testid': 'presence' },
+        h('span', { class: 'presence-dot', 'aria-hidden': 'true' }), h('span', { class: 'visually-hidden presence-text' }));
       const el = h('div', { class: `player-chip${mine ? ' me' : ''}`, 'data-player': player },
-        h('span', { class: 'chip-name' }, playerLink(player, { link: false }), mine ? h('span', { class: 'muted' }, ` (${t('match.you')})`) : null),
+        h('span', { class: 'chip-name' }, presence, playerLink(player, { link: false }), mine ? h('span', { class: 'muted' }, ` (${t('match.you')})`) : null),
         rating, clockEl);
-      chips.set(player, { el, clock: clockEl });
+      chips.set(player, { el, clock: clockEl, presence });
       return el;
     }));
+  }
+
+  /** Marks each chip online or away from the view's `presence` (kept current by the stream). */
+  function drawPresence() {
+    for (const [player, chip] of chips) {
+      if (!chip.presence) continue;
+      const state = view.presence && view.presence[player];
+      chip.presence.hidden = !state;
+      if (!state) continue;
+      chip.presence.dataset.presence = state;
+      chip.presence.title = t(`presence.${state}`);
+      chip.presence.querySelector('.presence-text').textContent = `${t(`presence.${state}`)}: `;
+    }
+  }
+
+  function setPresence(player, state) {
+    if (!view || !view.players.includes(player) || (state !== 'online' && state !== 'away')) return;
+    view.presence = { ...(view.presence || {}), [player]: state };
+    drawPresence();
   }
 
   /** Redraws the chips when the language changes (their words are translated). */
@@ -373,6 +401,7 @@ export function render(app, main, id) {
     targetSea.classList.toggle('under-fire', battle && view.turn === leftOwner);
     const placing = participant() && view.phase === 'placement';
     const started = view.phase === 'battle' || isOver(view);
+    miniSea.hidden = !(participant() && battle);
     ownSea.hidden = view.phase === 'waiting' || (!participant() && !started);
     targetSea.hidden = !started;
     if (placing || view.phase === 'waiting') {
@@ -448,9 +477,29 @@ export function render(app, main, id) {
       if (shot) return { kind: 'miss', label: t('cell.miss') };
       return { kind: 'water', label: t('cell.water') };
     }));
+    drawMiniSea(owner, incoming);
     mount(ownSide, shotLog(view.incoming, t('log.theirs_at_you'), 'shot-log-incoming'), h('ul', { class: 'fleet-status' }, view.fleet.map((ship) => h('li', { class: ship.sunk ? 'sunk' : '' },
       h('span', { class: 'ship-bar', 'aria-hidden': 'true' }, Array.from({ length: ship.length }, (_, i) => h('i', { class: i < ship.hits.length ? 'hit' : '' }))),
       ' ', shipName(ship.name), ship.sunk ? ` — ${t('fleet.sunk')}` : ''))));
+  }
+
+  /** The small copy of the player's own sea: ships, hits and misses, one dot a cell. */
+  function drawMiniSea(owner, incoming) {
+    const cells = [];
+    for (let row = 1; row <= 10; row += 1) {
+      for (let column = 0; column < 10; column += 1) {
+        const cell = `${String.fromCharCode(65 + column)}${row}`;
+        const ship = owner.get(cell);
+        const shot = incoming.get(cell);
+        let kind = 'water';
+        if (ship && ship.sunk) kind = 'sunk';
+        else if (ship && shot) kind = 'hit';
+        else if (ship) kind = 'ship';
+        else if (shot) kind = 'miss';
+        cells.push(h('i', { class: kind }));
+      }
+    }
+    mount(miniSea, cells);
   }
 
   /** Marks the latest shot on a sea, so a glance finds it. */
