@@ -239,6 +239,8 @@ export function render(app, main, id) {
         h('span', { class: 'badge ruleset' }, rulesetTitle(view.ruleset)),
         view.ranked ? h('span', { class: 'badge ranked' }, t('match.ranked')) : h('span', { class: 'badge' }, t('match.unranked')),
         extraShotRule() ? h('span', { class: 'badge extra', 'data-testid': 'extra-rule' }, t('option.extra_shot')) : null,
+        // The clocks, so a player about to join sees a custom clock before taking the seat.
+        view.rules && view.rules.clock ? h('span', { class: 'badge clock-badge', 'data-testid': 'clock-badge' }, t('lobby.clock', { placement: view.rules.clock.placement_seconds, shot: view.rules.clock.shot_seconds })) : null,
         !participant() ? h('span', { class: 'badge spectator' }, t('match.spectating')) : null));
   }
 
