@@ -309,10 +309,11 @@ impl<T: Topic> Following<T> {
             return;
         }
         let lifetime = self.inner.settings.lease_lifetime;
-        // Unread, they count as away until the next sweep reads them.
-        let online = store::streams::online(&self.inner.pool, &newcomers, lifetime)
-            .await
-            .unwrap_or_default();
+        // Unread, they are watched from the next batch on (or told by the view's next read).
+        let Ok(online) = store::streams::online(&self.inner.pool, &newcomers, lifetime).await
+        else {
+            return;
+        };
         for player in newcomers {
             let here = online.contains(&player);
             self.presence.push(self.inner.presence.watch(player, here));
@@ -378,8 +379,11 @@ pub(super) async fn sweep<T: Topic>(
 /// when a replica dies, and a notification may be lost).
 pub(super) async fn sweep_presence(inner: &Arc<Inner>) -> Result<(), StoreError> {
     for chunk in inner.presence.followed().chunks(SWEEP_CHUNK) {
-        let online =
-            store::streams::online(&inner.pool, chunk, inner.settings.lease_lifetime).await?;
+        let online: std::collections::HashSet<Uuid> =
+            store::streams::online(&inner.pool, chunk, inner.settings.lease_lifetime)
+                .await?
+                .into_iter()
+                .collect();
         for player in chunk {
             inner.presence.set(*player, online.contains(player));
         }
