@@ -77,9 +77,9 @@ fn record_on_finish(doc: &mut OpenApi) {
     }
 }
 
-/// A match stream's data is the `state` snapshot or one of the events: one flat `oneOf`
-/// of `MatchState` and every `EventResource` variant, discriminated by `kind`, so
-/// generators see one level of variants.
+/// A match stream's data is the `state` snapshot, a `presence` change or one of the events:
+/// one flat `oneOf` of `MatchState`, `PresenceChange` and every `EventResource` variant,
+/// discriminated by `kind`, so generators see one level of variants.
 fn match_stream_events(doc: &mut OpenApi) {
     use utoipa::openapi::schema::{Discriminator, OneOfBuilder};
     let Some(components) = doc.components.as_mut() else {
@@ -96,12 +96,17 @@ fn match_stream_events(doc: &mut OpenApi) {
         "state".to_owned(),
         "#/components/schemas/MatchState".to_owned(),
     );
+    discriminator.mapping.insert(
+        "presence".to_owned(),
+        "#/components/schemas/PresenceChange".to_owned(),
+    );
     if let Some(event_kinds) = &events.discriminator {
         discriminator.mapping.extend(event_kinds.mapping.clone());
     }
     let mut one_of = OneOfBuilder::new()
         .description(stream.description.clone())
-        .item(Ref::from_schema_name("MatchState"));
+        .item(Ref::from_schema_name("MatchState"))
+        .item(Ref::from_schema_name("PresenceChange"));
     for item in events.items {
         one_of = one_of.item(item);
     }

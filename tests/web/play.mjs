@@ -29,6 +29,16 @@ function log(step) {
 
 async function newPlayer(browser, label, { locale = 'en-GB', viewport = { width: 1280, height: 900 }, hasTouch = false } = {}) {
   const context = await browser.newContext({ locale, viewport, hasTouch });
+  // Counts the WebAudio tones the page synthesises, so a cue can be seen to play.
+  await context.addInitScript(() => {
+    window.statkiTones = 0;
+    if (typeof AudioContext === 'undefined') return;
+    const createOscillator = AudioContext.prototype.createOscillator;
+    AudioContext.prototype.createOscillator = function counted() {
+      window.statkiTones += 1;
+      return createOscillator.call(this);
+    };
+  });
   const page = await context.newPage();
   page.on('console', (message) => {
     if (message.type() !== 'error') return;
@@ -625,7 +635,15 @@ async function main() {
     await opener.page.click('.resign button.danger');
     await opener.page.waitForSelector('[data-testid=result]', WAIT);
 
-    log('never miss your turn: a 6 s shot clock, the player on turn on another page');
+    log('never miss your turn: sound on (a WebAudio cue), notifications asked for, a 6 s shot clock, the player on turn on another page');
+    for (const player of [ala, bolek]) {
+      await player.page.click('[data-testid=sound]');
+      await player.page.waitForSelector('[data-testid=sound][aria-pressed=true]', WAIT);
+      assert.ok(await player.page.evaluate(() => window.statkiTones) > 0, `${player.label}: switching sound on plays a synthesised cue`);
+    }
+    await ala.context.grantPermissions(['notifications']);
+    await ala.page.click('[data-testid=notify]');
+    await ala.page.waitForSelector('[data-testid=notify][aria-pressed=true]', WAIT);
     await ala.page.goto(BASE + '/#/');
     await ala.page.waitForSelector('[data-testid=create-match]', WAIT);
     await ala.page.check('#create-clock');
@@ -649,9 +667,12 @@ async function main() {
     await placeAtRandom(bolek.page);
     const away = await waitForTurn([ala, bolek]);
     const present = away === ala ? bolek : ala;
+    // The same document (only the hash changes), so the count of tones carries on.
+    const tonesBefore = await away.page.evaluate(() => window.statkiTones);
     await away.page.goto(`${BASE}/#/ladder/statki`);
     const turnToast = away.page.locator('.toast.turn');
     await turnToast.waitFor(WAIT);
+    await away.page.waitForFunction((before) => window.statkiTones > before, tonesBefore, WAIT);
     assert.match(await turnToast.textContent(), /Your shot against|Twój strzał w meczu z/);
     assert.match(await away.page.title(), /^▶ /, 'the tab title says it is your turn');
     assert.match(await away.page.getAttribute('link[rel=icon]', 'href'), /^data:image\/svg\+xml/, 'the favicon carries a badge');
