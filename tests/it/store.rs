@@ -334,3 +334,58 @@ async fn ladder_ranks_count_the_rated_players_above_on_every_page(pool: PgPool) 
     own.sort();
     assert_eq!(own, [("classic".to_owned(), 4), ("statki".to_owned(), 3)]);
 }
+
+#[sqlx::test]
+async fn online_means_a_live_stream_lease_or_a_bot(pool: PgPool) {
+    let lifetime = std::time::Duration::from_secs(60);
+    let (ala, bolek) = (Uuid::new_v4(), Uuid::new_v4());
+    for (id, name) in [(ala, "Ala"), (bolek, "Bolek")] {
+        players::insert(&pool, id, &PlayerName::parse(name).unwrap())
+            .await
+            .unwrap();
+    }
+    let bot: Uuid = "00000000-0000-4000-8000-00000000b001".parse().unwrap();
+    let everyone = [ala, bolek, bot];
+    assert_eq!(
+        store::streams::online(&pool, &everyone, lifetime)
+            .await
+            .unwrap(),
+        vec![bot],
+        "nobody streams: only the bot is online"
+    );
+    let lease = Uuid::now_v7();
+    assert!(
+        store::streams::lease(&pool, lease, ala, Uuid::now_v7(), 8, lifetime)
+            .await
+            .unwrap()
+    );
+    let mut online = store::streams::online(&pool, &everyone, lifetime)
+        .await
+        .unwrap();
+    online.sort_unstable();
+    let mut expected = vec![ala, bot];
+    expected.sort_unstable();
+    assert_eq!(online, expected);
+    // A lease not renewed within its lifetime (its replica died) no longer counts.
+    sqlx::query("UPDATE stream_leases SET renewed_at = now() - interval '2 minutes'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        store::streams::online(&pool, &[ala], lifetime)
+            .await
+            .unwrap(),
+        Vec::<Uuid>::new()
+    );
+    sqlx::query("UPDATE stream_leases SET renewed_at = now()")
+        .execute(&pool)
+        .await
+        .unwrap();
+    store::streams::release(&pool, lease).await.unwrap();
+    assert!(
+        store::streams::online(&pool, &[ala], lifetime)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
