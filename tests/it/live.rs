@@ -1208,3 +1208,40 @@ async fn lists_carry_the_players_ladder_ratings(pool: PgPool) {
         "a player without a rated game has none"
     );
 }
+
+#[sqlx::test]
+async fn a_stream_opened_before_the_join_tells_the_joiners_presence(pool: PgPool) {
+    let live = HubSettings {
+        keep_alive: Duration::from_millis(100),
+        ..HubSettings::default()
+    };
+    let app = spawn_app_full(pool, standard_settings(), live).await;
+    let ala = app.register("ala").await;
+    let bolek = app.register("bolek").await;
+    let id = app.create_match(&ala, json!({})).await;
+    let mut stream = open(&app, &format!("/v1/matches/{id}/stream"), &ala.token, None).await;
+    let state = stream.next().await.expect("the state");
+    assert_eq!(
+        state.data["view"]["presence"],
+        json!({ ala.id.clone(): "online" })
+    );
+    let feed = open(&app, "/v1/stream", &bolek.token, None).await;
+    let joined = app
+        .post(&format!("/v1/matches/{id}/join"), &bolek.token, json!({}))
+        .await;
+    assert_eq!(joined.status, StatusCode::OK);
+    let came = stream.next_presence().await;
+    assert_eq!(
+        came.data,
+        json!({"kind": "presence", "player": bolek.id, "presence": "online"})
+    );
+    assert_eq!(
+        stream.next().await.expect("the join").kind(),
+        "player_joined"
+    );
+    // From then on the joiner is watched like a player seated from the start.
+    drop(feed);
+    let went = stream.next_presence().await;
+    assert_eq!(went.data["presence"], "away");
+    assert_eq!(went.data["player"], bolek.id.as_str());
+}
