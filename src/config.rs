@@ -247,6 +247,9 @@ pub enum Task {
     Serve,
     /// Print the OpenAPI document (YAML) and exit.
     Openapi,
+    /// Create the database if it is missing, run the migrations (which distribute the
+    /// tables where the `citus` extension exists) and exit, as `serve` does before serving.
+    Migrate,
     /// Re-fold every match from its events and check the stored rows, results, rating
     /// changes and fleet commitments; exit non-zero on any mismatch.
     Verify,

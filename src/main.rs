@@ -52,6 +52,7 @@ async fn main() -> anyhow::Result<()> {
     };
     let served = match config.command {
         Some(Task::Verify) => verify(&config, &database_url).await,
+        Some(Task::Migrate) => migrate(&config, &database_url).await,
         _ => serve(&config, &database_url).await,
     };
     if let Some(cluster) = embedded {
@@ -87,6 +88,16 @@ fn read_pool(config: &Config) -> anyhow::Result<Option<sqlx::PgPool>> {
         .connect_lazy(url)
         .context("STATKI_READ_DATABASE_URL is not a PostgreSQL URL")?;
     Ok(Some(pool))
+}
+
+/// `statki migrate`: what `serve` does to the database before it serves, and no more.
+async fn migrate(config: &Config, database_url: &str) -> anyhow::Result<()> {
+    let pool = store::connect_and_migrate(database_url, 1, config.db_role())
+        .await
+        .context("connecting to PostgreSQL and running migrations")?;
+    pool.close().await;
+    tracing::info!("migrations applied");
+    Ok(())
 }
 
 async fn serve(config: &Config, database_url: &str) -> anyhow::Result<()> {

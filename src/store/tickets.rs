@@ -7,7 +7,9 @@ use uuid::Uuid;
 use super::StoreError;
 
 /// Stores a ticket's digest for `player`, valid for `lifetime_seconds`, and drops the
-/// tickets that have expired (by the index on `expires_at`).
+/// tickets that have expired (by the index on `expires_at`). The expiry filter reads the
+/// transaction's `now()`: Citus refuses a volatile function in a modification's filter,
+/// and a ticket kept a moment longer is dropped by the next issue.
 pub async fn issue(
     db: impl PgExecutor<'_>,
     digest: &[u8],
@@ -16,7 +18,7 @@ pub async fn issue(
     lifetime_seconds: i64,
 ) -> Result<(), StoreError> {
     sqlx::query(
-        "WITH expired AS (DELETE FROM stream_tickets WHERE expires_at < clock_timestamp())
+        "WITH expired AS (DELETE FROM stream_tickets WHERE expires_at < now())
          INSERT INTO stream_tickets (digest, player_id, token_issued_micros, expires_at)
          VALUES ($1, $2, $3, clock_timestamp() + make_interval(secs => $4))",
     )
@@ -30,14 +32,18 @@ pub async fn issue(
 }
 
 /// Takes the ticket with this digest if it has not expired: its player and the `iat` of
-/// the token it was issued for. A second redemption finds nothing.
+/// the token it was issued for. A second redemption finds nothing. The expiry is compared
+/// outside the `DELETE` because Citus allows no volatile function in its `RETURNING`.
 pub async fn redeem(
     db: impl PgExecutor<'_>,
     digest: &[u8],
 ) -> Result<Option<(Uuid, Option<i64>)>, StoreError> {
     Ok(sqlx::query_as(
-        "DELETE FROM stream_tickets WHERE digest = $1
-         RETURNING player_id, token_issued_micros, expires_at > clock_timestamp()",
+        "WITH taken AS (
+             DELETE FROM stream_tickets WHERE digest = $1
+             RETURNING player_id, token_issued_micros, expires_at
+         )
+         SELECT player_id, token_issued_micros, expires_at > clock_timestamp() FROM taken",
     )
     .bind(digest)
     .fetch_optional(db)
