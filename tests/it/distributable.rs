@@ -17,6 +17,7 @@ const PER_MATCH: &[&str] = &[
     "rematches",
     "match_summary",
     "shot_log",
+    "match_log",
 ];
 
 /// Statements allowed to span matches: a distinctive fragment of the statement (lower case,

@@ -728,11 +728,10 @@ async fn the_database_fails_over_twice_and_no_acknowledged_move_is_lost() {
         .execute(&mut *audit)
         .await
         .unwrap();
-    let fired: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM match_events WHERE kind = 'shot_fired'")
-            .fetch_one(&mut *audit)
-            .await
-            .unwrap();
+    let fired: i64 = sqlx::query_scalar("SELECT count(*) FROM shot_log")
+        .fetch_one(&mut *audit)
+        .await
+        .unwrap();
     assert!(
         fired > 0,
         "the auditor reads the record of play on the standby"

@@ -1232,8 +1232,8 @@ async fn the_auditor_sees_a_matchs_hidden_information_only_once_it_ended(pool: P
             count
         }
     };
-    let events = "SELECT count(*) FROM match_events WHERE match_id = $1";
-    let placements = "SELECT count(*) FROM match_events
+    let events = "SELECT count(*) FROM match_log WHERE match_id = $1";
+    let placements = "SELECT count(*) FROM match_log
                       WHERE match_id = $1 AND payload::text LIKE '%salt%'";
     let row = "SELECT count(*) FROM matches WHERE id = $1";
     assert_eq!(
