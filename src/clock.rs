@@ -29,9 +29,8 @@ pub const PLAN_INTERVAL: Duration = Duration::from_secs(1);
 /// Matches claimed per transaction: small, so a batch commits (and its players hear of it)
 /// within milliseconds, and the heartbeat is renewed between batches.
 pub const BATCH: i64 = 32;
-/// A gap in heartbeats longer than this is an outage whose time players get back. Twice the
-/// heartbeat period, so a slow step is not mistaken for an outage.
-pub const OUTAGE_THRESHOLD: chrono::Duration = chrono::Duration::seconds(2);
+/// A gap in heartbeats longer than this is an outage whose time players get back.
+pub use crate::app::OUTAGE_THRESHOLD;
 /// Pause before retrying when every due match is held by another transaction (a replica
 /// working through it, or a command that will move or keep its deadline within moments).
 pub const BUSY_RETRY: Duration = Duration::from_millis(20);

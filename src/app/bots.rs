@@ -112,8 +112,13 @@ impl App {
                     moves += 1;
                     changes.push(change);
                 }
-                // The clock ran out first: enforce it, as a player's command would.
-                Judged::Expired(expiry, _) => changes.push(expiry),
+                // The clock ran out first: enforce it, as a player's command would (and,
+                // as there, not before the clock gave back an outage).
+                Judged::Expired(expiry, _) => {
+                    if super::clocks::may_enforce(&mut tx, now).await? {
+                        changes.push(expiry);
+                    }
+                }
                 Judged::Refused(refusal) => {
                     // Nothing is written; the match's clock settles it if this persists.
                     tracing::error!(match_id = %turn.id, bot = %turn.bot, %refusal,

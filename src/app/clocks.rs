@@ -24,6 +24,23 @@ pub struct Expired {
 /// Heartbeats older than this are removed when a replica recovers from an outage.
 const FORGET_AFTER: Duration = Duration::days(7);
 
+/// A gap in heartbeats longer than this is an outage whose time players get back. Twice the
+/// heartbeat period (`crate::clock::PLAN_INTERVAL`), so a slow step is not mistaken for an
+/// outage.
+pub const OUTAGE_THRESHOLD: Duration = Duration::seconds(2);
+
+/// Whether a run-out clock found by a command at `now` may be enforced yet: not while the
+/// heartbeats have a gap longer than [`OUTAGE_THRESHOLD`] that no replica has given back.
+/// That gap is an outage (the whole database, or on Citus the worker holding the match,
+/// stalls the clock's plan, which reads every shard): the deadline may have passed only
+/// because nobody could play, and the clock's recovery, due within a heartbeat, moves it
+/// on first. With no heartbeat at all (no clock task has run on this database) there is
+/// no outage to give back.
+pub(crate) async fn may_enforce(conn: &mut sqlx::PgConnection, now: DateTime<Utc>) -> Result<bool> {
+    let (_, last) = replicas::last_seen(&mut *conn).await?;
+    Ok(last.is_none_or(|last| now - last <= OUTAGE_THRESHOLD))
+}
+
 impl App {
     /// Applies the engine's expiry to every match whose clock ran out by `now`, in batches
     /// of `batch` rows claimed with `SKIP LOCKED`, so replicas share the work and never

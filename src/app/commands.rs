@@ -469,6 +469,7 @@ async fn execute(
 
     let mut changes = Vec::with_capacity(jobs.len());
     let mut unexpired = HashMap::new();
+    let mut expiring = false;
     for (i, job) in jobs.iter().enumerate() {
         if plans[i].is_some() {
             continue;
@@ -480,13 +481,18 @@ async fn execute(
                 if cached && let Some(deadline) = row.state.deadline {
                     unexpired.insert(row.id, deadline);
                 }
-                decide(row, job, now, &mut changes)
+                decide(row, job, now, &mut changes, &mut expiring)
             }
         };
         if cached && !matches!(plan, Plan::Accepted { .. }) {
             return Ok(Attempt::Unsure);
         }
         plans[i] = Some(plan);
+    }
+    if expiring && !super::clocks::may_enforce(&mut lane.conn, now).await? {
+        return Err(AppError::Unavailable(
+            "a clock ran out during an outage the clock has not given back yet".into(),
+        ));
     }
 
     // Rows before standings, on every path: a kept-state batch that locked standings first
@@ -618,6 +624,7 @@ fn decide(
     job: &Job,
     now: DateTime<Utc>,
     changes: &mut Vec<Change>,
+    expiring: &mut bool,
 ) -> Plan {
     let created_at = row.created_at;
     match write::judge(row, job.actor, &job.command, now) {
@@ -629,6 +636,7 @@ fn decide(
             }
         }
         Judged::Expired(expiry, refusal) => {
+            *expiring = true;
             changes.push(expiry);
             Plan::Done(Err(refusal.into()))
         }

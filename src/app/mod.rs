@@ -27,7 +27,7 @@ use uuid::Uuid;
 
 pub use accounts::{Me, STREAM_TICKET_SECONDS, Session, StreamTicket};
 pub use bots::{BotBatch, BotProfile, BotWindow};
-pub use clocks::Expired;
+pub use clocks::{Expired, OUTAGE_THRESHOLD};
 pub use error::{AppError, Result};
 pub use idempotency::{Answer, Idempotency};
 pub use resources::{

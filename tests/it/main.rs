@@ -13,6 +13,7 @@ mod bot_strategies;
 mod bots;
 mod caching;
 mod citus;
+mod citus_faults;
 mod clock;
 mod cluster;
 mod contract;
