@@ -225,18 +225,57 @@ pub(super) async fn claim_waiting(
         return Ok(entries);
     }
     let players: Vec<Uuid> = entries.iter().map(|entry| entry.player_id).collect();
-    let playing: Vec<Uuid> = sqlx::query_scalar(
-        "SELECT p FROM unnest($1::uuid[]) AS p
-         WHERE p IN (SELECT creator FROM matches WHERE phase IN ('placement', 'battle')
-                     AND creator = ANY($1))
-            OR p IN (SELECT joiner FROM matches WHERE phase IN ('placement', 'battle')
-                     AND joiner = ANY($1))",
-    )
-    .bind(&players)
-    .fetch_all(&mut *conn)
-    .await?;
+    let playing = super::player_matches::playing_of(&mut *conn, &players).await?;
     Ok(entries
         .into_iter()
         .filter(|entry| !playing.contains(&entry.player_id))
         .collect())
+}
+
+/// [`super::queue::claim_partner`] on Citus: the best live waiting entry is claimed as
+/// there, but without the test for a running match (the queue is on the coordinator,
+/// `player_matches` distributed by player); then that player's shard is asked, and a player
+/// found playing is passed over (their entry stays locked until the transaction ends, which
+/// only keeps other pairings from them) for the next best, at most `CANDIDATES` times.
+pub(super) async fn claim_partner(
+    conn: &mut PgConnection,
+    player: Uuid,
+    ruleset: &str,
+    rating: f64,
+    now: DateTime<Utc>,
+    window: super::queue::Window,
+) -> Result<Option<super::queue::Entry>, StoreError> {
+    const CANDIDATES: usize = 8;
+    let mut passed: Vec<Uuid> = Vec::new();
+    for _ in 0..CANDIDATES {
+        let entry: Option<super::queue::Entry> = sqlx::query_as(
+            "SELECT player_id, ruleset, rating, joined_at, expires_at, match_id, paired_at
+             FROM queue_entries q
+             WHERE q.ruleset = $2 AND q.player_id <> $1 AND q.match_id IS NULL
+               AND q.expires_at > $4 AND q.player_id <> ALL($8)
+               AND abs(q.rating - $3) <= least($7::float8, $5::float8
+                     + $6::float8 * greatest(0, extract(epoch FROM $4 - q.joined_at))::float8)
+             ORDER BY abs(q.rating - $3), q.joined_at
+             LIMIT 1
+             FOR UPDATE SKIP LOCKED",
+        )
+        .bind(player)
+        .bind(ruleset)
+        .bind(rating)
+        .bind(now)
+        .bind(window.base)
+        .bind(window.per_second)
+        .bind(window.max)
+        .bind(&passed)
+        .fetch_optional(&mut *conn)
+        .await?;
+        let Some(entry) = entry else {
+            return Ok(None);
+        };
+        if !super::player_matches::playing(&mut *conn, entry.player_id).await? {
+            return Ok(Some(entry));
+        }
+        passed.push(entry.player_id);
+    }
+    Ok(None)
 }

@@ -30,7 +30,7 @@ async fn match_created_by(pool: &PgPool, name: &str) -> Uuid {
     let created = Match::create(creator, rules, false, None, Utc::now()).unwrap();
     let state = Match::fold([&created]).unwrap();
     let id = Uuid::new_v4();
-    matches::insert(pool, id, &state, 1, Utc::now())
+    matches::insert(&mut *pool.acquire().await.unwrap(), id, &state, 1, Utc::now())
         .await
         .unwrap();
     events::append(pool, id, 0, Utc::now(), &[created])
