@@ -279,3 +279,88 @@ pub(super) async fn claim_partner(
     }
     Ok(None)
 }
+
+/// The hash Citus places a match by: PostgreSQL's `uuid_hash` (`hash_bytes` of the 16
+/// bytes, Bob Jenkins' lookup3 as PostgreSQL has it), as a signed 32-bit value, which
+/// falls in exactly one shard's `[shardminvalue, shardmaxvalue]`. Computed here so the
+/// group commit can put a batch's matches on one worker without asking the database;
+/// `tests/it/citus.rs` checks it against Citus's own `worker_hash`.
+pub fn match_hash(id: Uuid) -> i32 {
+    let bytes = id.as_bytes();
+    let word = |at: usize| u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+    let start = 0x9e37_79b9_u32.wrapping_add(16).wrapping_add(3_923_095);
+    let (mut a, mut b, mut c) = (start, start, start);
+    a = a.wrapping_add(word(0));
+    b = b.wrapping_add(word(4));
+    c = c.wrapping_add(word(8));
+    // mix(a, b, c)
+    a = a.wrapping_sub(c) ^ c.rotate_left(4);
+    c = c.wrapping_add(b);
+    b = b.wrapping_sub(a) ^ a.rotate_left(6);
+    a = a.wrapping_add(c);
+    c = c.wrapping_sub(b) ^ b.rotate_left(8);
+    b = b.wrapping_add(a);
+    a = a.wrapping_sub(c) ^ c.rotate_left(16);
+    c = c.wrapping_add(b);
+    b = b.wrapping_sub(a) ^ a.rotate_left(19);
+    a = a.wrapping_add(c);
+    c = c.wrapping_sub(b) ^ b.rotate_left(4);
+    b = b.wrapping_add(a);
+    // The last four bytes, then final(a, b, c).
+    a = a.wrapping_add(word(12));
+    c ^= b;
+    c = c.wrapping_sub(b.rotate_left(14));
+    a ^= c;
+    a = a.wrapping_sub(c.rotate_left(11));
+    b ^= a;
+    b = b.wrapping_sub(a.rotate_left(25));
+    c ^= b;
+    c = c.wrapping_sub(b.rotate_left(16));
+    a ^= c;
+    a = a.wrapping_sub(c.rotate_left(4));
+    b ^= a;
+    b = b.wrapping_sub(a.rotate_left(14));
+    c ^= b;
+    c = c.wrapping_sub(b.rotate_left(24));
+    c as i32
+}
+
+/// Where the shards of `matches` (and of every table co-located with it) are: each shard's
+/// hash range and the worker group holding it, as Citus's metadata says now.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Placements {
+    /// `(shardminvalue, shardmaxvalue, groupid)`, by range.
+    ranges: Vec<(i32, i32, i32)>,
+}
+
+impl Placements {
+    /// The worker group holding `match_id`'s rows, if the map knows its shard.
+    pub fn worker_of(&self, match_id: Uuid) -> Option<i32> {
+        let hash = match_hash(match_id);
+        self.ranges
+            .iter()
+            .find(|(min, max, _)| *min <= hash && hash <= *max)
+            .map(|(_, _, group)| *group)
+    }
+
+    /// The worker groups, in order.
+    pub fn workers(&self) -> Vec<i32> {
+        let mut groups: Vec<i32> = self.ranges.iter().map(|(_, _, group)| *group).collect();
+        groups.sort_unstable();
+        groups.dedup();
+        groups
+    }
+}
+
+/// Reads the placements of `matches`' shards from Citus's metadata on the coordinator.
+pub async fn placements(conn: &mut PgConnection) -> Result<Placements, StoreError> {
+    let ranges = sqlx::query_as(
+        "SELECT s.shardminvalue::int4, s.shardmaxvalue::int4, p.groupid
+         FROM pg_dist_shard s JOIN pg_dist_placement p ON p.shardid = s.shardid
+         WHERE s.logicalrelid = 'matches'::regclass
+         ORDER BY 1",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(Placements { ranges })
+}

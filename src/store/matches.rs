@@ -365,13 +365,15 @@ pub async fn write(
                AND (u.unexpired_until IS NULL OR clock_timestamp() < u.unexpired_until)
              RETURNING 1
          ), answered AS (
-             UPDATE idempotency_keys SET response = a.response
-             FROM UNNEST($16::uuid[], $17::text[], $18::jsonb[]) AS a(player_id, key, response)
-             WHERE idempotency_keys.player_id = a.player_id AND idempotency_keys.key = a.key
+             UPDATE match_command_keys k SET response = a.response
+             FROM UNNEST($29::uuid[], $16::uuid[], $17::text[], $18::jsonb[])
+                  AS a(match_id, player_id, key, response)
+             WHERE k.match_id = a.match_id AND k.player_id = a.player_id AND k.key = a.key
              RETURNING 1
          ), released AS (
-             DELETE FROM idempotency_keys USING UNNEST($19::uuid[], $20::text[]) AS r(player_id, key)
-             WHERE idempotency_keys.player_id = r.player_id AND idempotency_keys.key = r.key
+             DELETE FROM match_command_keys k
+             USING UNNEST($30::uuid[], $19::uuid[], $20::text[]) AS r(match_id, player_id, key)
+             WHERE k.match_id = r.match_id AND k.player_id = r.player_id AND k.key = r.key
              RETURNING 1
          ), bots_due AS (
              SELECT DISTINCT ON (u.id) u.id, p.id AS bot, u.phase <> 'battle' AS setup,
@@ -431,6 +433,8 @@ pub async fn write(
     .bind(i64::try_from(batch.rows.len()).unwrap_or(i64::MAX))
     .bind(&rows.first_to_act)
     .bind(&rows.second_to_act)
+    .bind(&answers.matches)
+    .bind(&releases.matches)
     .fetch_one(conn)
     .await
     .map_err(|error| match &error {
