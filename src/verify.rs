@@ -130,9 +130,7 @@ pub async fn run_in_pages(pool: &PgPool, page: i64) -> Result<Report, StoreError
             if found != expected {
                 report.flag(
                     Some(stored.id),
-                    format!(
-                        "player_matches holds {found:?} where the match gives {expected:?}"
-                    ),
+                    format!("player_matches holds {found:?} where the match gives {expected:?}"),
                 );
             }
         }
@@ -141,9 +139,7 @@ pub async fn run_in_pages(pool: &PgPool, page: i64) -> Result<Report, StoreError
     if stored_rows != player_rows {
         report.flag(
             None,
-            format!(
-                "player_matches has {stored_rows} rows, the matches give {player_rows}"
-            ),
+            format!("player_matches has {stored_rows} rows, the matches give {player_rows}"),
         );
     }
     check_ladders(&mut tx, &mut report, &rated).await?;

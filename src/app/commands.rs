@@ -379,11 +379,15 @@ struct Split {
 
 impl Split {
     fn push(&mut self, job: Job) {
-        let key_free = job
-            .key
-            .as_ref()
-            .is_none_or(|key| !self.keys.contains(&(job.match_id, job.actor, key.key.clone())));
-        let same_worker = self.batch.first().is_none_or(|first| first.worker == job.worker);
+        let key_free = job.key.as_ref().is_none_or(|key| {
+            !self
+                .keys
+                .contains(&(job.match_id, job.actor, key.key.clone()))
+        });
+        let same_worker = self
+            .batch
+            .first()
+            .is_none_or(|first| first.worker == job.worker);
         if key_free
             && same_worker
             && self.batch.len() < BATCH_MAX

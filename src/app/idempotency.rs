@@ -76,7 +76,10 @@ pub(crate) async fn replay_on_match(
     actor: Uuid,
     key: &Idempotency,
 ) -> Result<Value> {
-    answer_of(idempotency::get_on_match(&mut *tx, match_id, actor, &key.key).await?, key)
+    answer_of(
+        idempotency::get_on_match(&mut *tx, match_id, actor, &key.key).await?,
+        key,
+    )
 }
 
 fn answer_of(stored: Option<(String, Option<Value>)>, key: &Idempotency) -> Result<Value> {

@@ -287,7 +287,8 @@ pub(super) async fn claim_partner(
 /// `tests/it/citus.rs` checks it against Citus's own `worker_hash`.
 pub fn match_hash(id: Uuid) -> i32 {
     let bytes = id.as_bytes();
-    let word = |at: usize| u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+    let word =
+        |at: usize| u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
     let start = 0x9e37_79b9_u32.wrapping_add(16).wrapping_add(3_923_095);
     let (mut a, mut b, mut c) = (start, start, start);
     a = a.wrapping_add(word(0));

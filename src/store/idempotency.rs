@@ -241,7 +241,11 @@ const PURGE_MATCH_KEYS: &str = "DELETE FROM match_command_keys
 /// how many. Safe for any number of replicas at once: rows another deleter holds are
 /// skipped. On Citus the keys of commands on matches go in one delete of every shard (a
 /// multi-shard `FOR UPDATE` is not supported), each shard down its index of age.
-pub async fn purge(pool: &sqlx::PgPool, before: DateTime<Utc>, batch: i64) -> Result<u64, StoreError> {
+pub async fn purge(
+    pool: &sqlx::PgPool,
+    before: DateTime<Utc>,
+    batch: i64,
+) -> Result<u64, StoreError> {
     let keys = sqlx::query(PURGE_KEYS)
         .bind(before)
         .bind(batch)

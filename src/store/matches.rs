@@ -600,8 +600,8 @@ pub async fn count_open_locked(
         .fetch_all(&mut *tx)
         .await?;
     // The players' own rows, one player (on Citus one shard) each.
-    let cancelled_since = super::now(&mut *tx).await?
-        - chrono::TimeDelta::seconds(cool_down_seconds);
+    let cancelled_since =
+        super::now(&mut *tx).await? - chrono::TimeDelta::seconds(cool_down_seconds);
     let open = super::player_matches::open_by(&mut *tx, creator, cancelled_since).await?;
     let challenges = match target {
         Some(target) => super::player_matches::challenges_for(&mut *tx, target).await?,

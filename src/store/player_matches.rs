@@ -97,7 +97,8 @@ pub async fn store(
     }
     // In key order, so two transactions storing rows of one player lock them alike.
     rows.sort_by_key(|row| (row.player_id, row.match_id));
-    let column = |f: fn(&Row) -> Option<&str>| -> Vec<Option<&str>> { rows.iter().map(f).collect() };
+    let column =
+        |f: fn(&Row) -> Option<&str>| -> Vec<Option<&str>> { rows.iter().map(f).collect() };
     let roles = column(|row| Some(row.role.as_str()));
     let rulesets = column(|row| Some(row.ruleset.as_str()));
     let statuses = column(|row| Some(row.status.as_str()));

@@ -384,7 +384,10 @@ fn every_statement_on_player_matches_names_its_players() {
             unkeyed.push(format!("{}: {sql}", statement.file.display()));
         }
     }
-    assert!(by_player >= 6, "only {by_player} statements on player_matches?");
+    assert!(
+        by_player >= 6,
+        "only {by_player} statements on player_matches?"
+    );
     assert!(
         unkeyed.is_empty(),
         "statements on player_matches that name no player (key them by player_id, or add \
@@ -397,7 +400,14 @@ fn every_statement_on_player_matches_names_its_players() {
         .filter(|(_, used)| !**used)
         .map(|((fragment, _), _)| *fragment)
         .collect();
-    assert!(stale.is_empty(), "CROSS_PLAYER entries that match nothing: {stale:?}");
-    assert!(keyed_by_player("select 1 from player_matches where player_id = $1"));
-    assert!(!keyed_by_player("select 1 from player_matches where status = 'playing'"));
+    assert!(
+        stale.is_empty(),
+        "CROSS_PLAYER entries that match nothing: {stale:?}"
+    );
+    assert!(keyed_by_player(
+        "select 1 from player_matches where player_id = $1"
+    ));
+    assert!(!keyed_by_player(
+        "select 1 from player_matches where status = 'playing'"
+    ));
 }
