@@ -581,7 +581,7 @@ async fn execute(
                 })
             })
             .collect();
-        let claimed = keys::claim_many(&mut *lane.conn, &claims).await?;
+        let claimed = keys::claim_many(&mut lane.conn, &claims).await?;
         for (&i, claimed) in keyed.iter().zip(claimed) {
             if claimed {
                 claimed_keys.insert(i);

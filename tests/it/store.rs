@@ -31,7 +31,7 @@ async fn match_created_by(pool: &PgPool, name: &str) -> Uuid {
     let state = Match::fold([&created]).unwrap();
     let id = Uuid::new_v4();
     matches::insert(
-        &mut *pool.acquire().await.unwrap(),
+        &mut pool.acquire().await.unwrap(),
         id,
         &state,
         1,
