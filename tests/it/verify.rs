@@ -185,7 +185,7 @@ async fn write_match(app: &TestApp, a: &Player, b: &Player, forge: bool) -> Stri
 
     let id = Uuid::now_v7();
     statki::store::matches::insert(
-        &mut *app.pool.acquire().await.unwrap(),
+        &mut app.pool.acquire().await.unwrap(),
         id,
         &state,
         log.len() as i64,
@@ -364,7 +364,7 @@ async fn write_reactions(app: &TestApp, a: &Player, b: &Player, gap_ms: i64) -> 
     log.extend(state.execute(b, &Command::Resign, later, draw).unwrap());
     let id = Uuid::now_v7();
     statki::store::matches::insert(
-        &mut *app.pool.acquire().await.unwrap(),
+        &mut app.pool.acquire().await.unwrap(),
         id,
         &state,
         log.len() as i64,
