@@ -162,7 +162,7 @@ async fn insert_matches(
     for (id, state, events) in batch {
         let at = Utc::now();
         let last = i64::try_from(events.len())?;
-        store::matches::insert(&mut *tx, id, &state, last, at).await?;
+        store::matches::insert(&mut tx, id, &state, last, at).await?;
         store::events::append(&mut *tx, id, 0, at, &events).await?;
     }
     tx.commit().await?;

@@ -19,7 +19,7 @@ use crate::engine::{
     CancelReason, Command, Draw, Event, FinishReason, Match, Phase, Rating, RatingChange, Refusal,
     Score, Snapshot,
 };
-use crate::store::{StoreError, events, matches, ratings};
+use crate::store::{StoreError, events, matches, player_matches, ratings};
 
 /// Ratings read back from JSON may differ from the computed ones in the last bits.
 const TOLERANCE: f64 = 1e-6;
@@ -108,35 +108,59 @@ pub async fn run_in_pages(pool: &PgPool, page: i64) -> Result<Report, StoreError
     // Rating events by match, to compare with the history rows.
     let mut rated: HashMap<Uuid, (i64, Vec<RatingChange>)> = HashMap::new();
     let mut after = None;
+    let mut player_rows = 0;
     loop {
         let rows = matches::columns_page(&mut *tx, after, page.max(1)).await?;
         let Some(last) = rows.last() else { break };
         after = Some(last.id);
         let ids: Vec<Uuid> = rows.iter().map(|row| row.id).collect();
         let mut logs = events::logs(&mut *tx, &ids).await?;
+        let mut mirrored = player_matches::of_matches(&mut *tx, &ids).await?;
         for stored in &rows {
             let log = logs.remove(&stored.id).unwrap_or_else(|| Ok(Vec::new()));
-            check_match(stored, log, &mut report, &mut rated);
+            let state = check_match(stored, log, &mut report, &mut rated);
+            let mut expected = state
+                .map(|state| player_matches::rows_of(stored.id, &state, stored.created_at))
+                .unwrap_or_default();
+            player_rows += expected.len() as i64;
+            expected.sort_by_key(|row| row.player_id);
+            let found: Vec<player_matches::Row> = mirrored
+                .extract_if(.., |row| row.match_id == stored.id)
+                .collect();
+            if found != expected {
+                report.flag(
+                    Some(stored.id),
+                    format!("player_matches holds {found:?} where the match gives {expected:?}"),
+                );
+            }
         }
+    }
+    let stored_rows = player_matches::count(&mut *tx).await?;
+    if stored_rows != player_rows {
+        report.flag(
+            None,
+            format!("player_matches has {stored_rows} rows, the matches give {player_rows}"),
+        );
     }
     check_ladders(&mut tx, &mut report, &rated).await?;
     tx.commit().await?;
     Ok(report)
 }
 
+/// Checks one match against its log; the state the log folds to, when it folds.
 fn check_match(
     stored: &Stored,
     log: events::Log,
     report: &mut Report,
     rated: &mut HashMap<Uuid, (i64, Vec<RatingChange>)>,
-) {
+) -> Option<Match> {
     let id = Some(stored.id);
     report.matches += 1;
     let log = match log {
         Ok(log) => log,
         Err(error) => {
             report.flag(id, format!("an event does not decode: {error}"));
-            return;
+            return None;
         }
     };
     report.events += log.len();
@@ -146,7 +170,7 @@ fn check_match(
                 id,
                 format!("event seq {} where {expected} was due", event.seq),
             );
-            return;
+            return None;
         }
     }
     if stored.last_seq != log.len() as i64 {
@@ -163,7 +187,7 @@ fn check_match(
         Ok(state) => state,
         Err(error) => {
             report.flag(id, format!("the event log does not fold: {error}"));
-            return;
+            return None;
         }
     };
     check_row(stored, &state, report);
@@ -199,6 +223,7 @@ fn check_match(
         (false, _) => report.flag(id, "rating_updated on a match that is not rated"),
         (true, _) => report.flag(id, "more than one rating_updated event"),
     }
+    Some(state)
 }
 
 /// The row must be exactly what its events fold to.

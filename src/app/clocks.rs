@@ -81,7 +81,7 @@ impl App {
             // command that moved the clock first wins, and nothing is enforced twice.
             match row.state.expire(now) {
                 Ok(events) => {
-                    changes.push(Change::existing(row.id, row.last_seq, row.state, events));
+                    changes.push(Change::existing(row, events));
                 }
                 Err(_) => match row.state.deadline {
                     Some(deadline) if deadline > now => early.push((row.id, Some(deadline))),
@@ -171,7 +171,7 @@ async fn extend_clocks(
         let Ok(events) = row.state.extend_clock(by) else {
             continue;
         };
-        changes.push(Change::existing(row.id, row.last_seq, row.state, events));
+        changes.push(Change::existing(row, events));
     }
     let changed = changes.len();
     if changed > 0 {

@@ -26,7 +26,7 @@ use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use super::cache::MatchCache;
-use super::idempotency::{Answer, Idempotency, replay, to_json};
+use super::idempotency::{Answer, Idempotency, replay_on_match, to_json};
 use super::resources::{MatchResource, ShotAnswer};
 use super::write::{self, Change, Extras, Judged, Stored};
 use super::{AppError, Result};
@@ -67,6 +67,8 @@ impl serde::Serialize for Reply {
 
 struct Job {
     match_id: Uuid,
+    /// On Citus, the worker group holding the match's shard (see [`Routes`]).
+    worker: Option<i32>,
     actor: Uuid,
     command: Command,
     key: Option<Idempotency>,
@@ -82,6 +84,129 @@ struct Job {
 pub(crate) struct Committer {
     lanes: Arc<[mpsc::Sender<Job>]>,
     cache: Arc<MatchCache>,
+    routes: Arc<Routes>,
+}
+
+/// How long the shard placements read from Citus's metadata are trusted before they are
+/// read again (they are also read again after a batch fails, as after a shard moved).
+const PLACEMENTS_LIFETIME: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// On Citus, which worker holds each match: a batch holds matches of one worker only, so it
+/// is that worker's transaction alone (no two-phase commit on the shot path), and the lanes
+/// are shared out among the workers so each lane's batches fill with one worker's matches.
+/// On plain PostgreSQL every match is on the one server and nothing is routed.
+pub(crate) struct Routes {
+    pool: PgPool,
+    state: std::sync::RwLock<RouteState>,
+}
+
+enum RouteState {
+    Unknown,
+    Plain,
+    Citus {
+        placements: store::citus::Placements,
+        read_at: Instant,
+        stale: bool,
+    },
+}
+
+/// Where one match goes: its worker group, that group's place among the workers, and how
+/// many workers there are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Route {
+    pub worker: i32,
+    pub index: usize,
+    pub workers: usize,
+}
+
+impl Routes {
+    fn new(pool: PgPool) -> Self {
+        Routes {
+            pool,
+            state: std::sync::RwLock::new(RouteState::Unknown),
+        }
+    }
+
+    /// The route of `match_id`, reading the placements when they are unknown, old or
+    /// marked stale; `None` on plain PostgreSQL, or when they cannot be read now (the
+    /// batch may then span workers, as it did before routing).
+    pub(crate) async fn route(&self, match_id: Uuid) -> Option<Route> {
+        if let Some(known) = self.known(match_id) {
+            return known;
+        }
+        match self.read().await {
+            Ok(()) => self.known(match_id).flatten(),
+            Err(error) => {
+                tracing::warn!(%error, "shard placements unreadable; batching without them");
+                None
+            }
+        }
+    }
+
+    /// The route from what is known, if that is fresh.
+    fn known(&self, match_id: Uuid) -> Option<Option<Route>> {
+        let state = self.state.read().ok()?;
+        match &*state {
+            RouteState::Unknown => None,
+            RouteState::Plain => Some(None),
+            RouteState::Citus {
+                placements,
+                read_at,
+                stale,
+            } => {
+                if *stale || read_at.elapsed() > PLACEMENTS_LIFETIME {
+                    return None;
+                }
+                let workers = placements.workers();
+                Some(placements.worker_of(match_id).and_then(|worker| {
+                    let index = workers.iter().position(|w| *w == worker)?;
+                    Some(Route {
+                        worker,
+                        index,
+                        workers: workers.len(),
+                    })
+                }))
+            }
+        }
+    }
+
+    async fn read(&self) -> std::result::Result<(), StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let next = if store::citus::distributed(&mut conn).await? {
+            RouteState::Citus {
+                placements: store::citus::placements(&mut conn).await?,
+                read_at: Instant::now(),
+                stale: false,
+            }
+        } else {
+            RouteState::Plain
+        };
+        if let Ok(mut state) = self.state.write() {
+            *state = next;
+        }
+        Ok(())
+    }
+
+    /// After a failed batch: a shard may have moved, so the placements are read again.
+    fn mark_stale(&self) {
+        if let Ok(mut state) = self.state.write()
+            && let RouteState::Citus { stale, .. } = &mut *state
+        {
+            *stale = true;
+        }
+    }
+}
+
+/// The lane of a match among `lanes`: on Citus, one of the lanes given to its worker.
+pub(crate) fn lane_for(match_id: Uuid, route: Option<Route>, lanes: usize) -> usize {
+    let lanes = lanes.max(1);
+    match route {
+        None => lane_of(match_id, lanes),
+        Some(route) => {
+            let per_worker = (lanes / route.workers.max(1)).max(1);
+            (route.index * per_worker + lane_of(match_id, per_worker)) % lanes
+        }
+    }
 }
 
 /// The lane of `match_id` among `lanes`: stable for the life of the replica.
@@ -95,16 +220,18 @@ impl Committer {
     /// Starts `lanes` lanes on `pool`, keeping match states in up to `kept_bytes`.
     pub fn start(pool: PgPool, lanes: usize, kept_bytes: u64) -> Self {
         let cache = Arc::new(MatchCache::with_bytes(kept_bytes));
+        let routes = Arc::new(Routes::new(pool.clone()));
         let senders: Vec<mpsc::Sender<Job>> = (0..lanes.max(1))
             .map(|_| {
                 let (jobs, queue) = mpsc::channel(QUEUE_CAPACITY);
-                tokio::spawn(lane(pool.clone(), queue, cache.clone()));
+                tokio::spawn(lane(pool.clone(), queue, cache.clone(), routes.clone()));
                 jobs
             })
             .collect();
         Committer {
             lanes: senders.into(),
             cache,
+            routes,
         }
     }
 
@@ -123,21 +250,28 @@ impl Committer {
         kind: AnswerKind,
     ) -> Result<Answer<Reply>> {
         let (reply, answer) = oneshot::channel();
+        let route = self.routes.route(match_id).await;
         let job = Job {
             match_id,
+            worker: route.map(|route| route.worker),
             actor,
             command,
             key,
             kind,
             reply,
         };
-        let lane = &self.lanes[lane_of(match_id, self.lanes.len())];
+        let lane = &self.lanes[lane_for(match_id, route, self.lanes.len())];
         lane.send(job).await.map_err(|_| AppError::ShuttingDown)?;
         answer.await.map_err(|_| AppError::ShuttingDown)?
     }
 }
 
-async fn lane(pool: PgPool, mut queue: mpsc::Receiver<Job>, cache: Arc<MatchCache>) {
+async fn lane(
+    pool: PgPool,
+    mut queue: mpsc::Receiver<Job>,
+    cache: Arc<MatchCache>,
+    routes: Arc<Routes>,
+) {
     let mut waiting: Vec<Job> = Vec::new();
     // The lane keeps one connection across batches (no acquire and health check per
     // batch); a batch that fails gives it up, and the next takes a fresh one.
@@ -181,7 +315,9 @@ async fn lane(pool: PgPool, mut queue: mpsc::Receiver<Job>, cache: Arc<MatchCach
         }
         waiting = split.later;
         let more_waiting = !waiting.is_empty() || !queue.is_empty();
-        run(&pool, &cache, &mut connection, split.batch, more_waiting).await;
+        if !run(&pool, &cache, &mut connection, split.batch, more_waiting).await {
+            routes.mark_stale();
+        }
     }
 }
 
@@ -232,25 +368,34 @@ impl Drop for LaneConnection {
 }
 
 /// Commands split, in arrival order, into a batch with at most one command per match and
-/// per idempotency key, and the rest for later batches.
+/// per idempotency key, all of one worker (on Citus), and the rest for later batches.
 #[derive(Default)]
 struct Split {
     batch: Vec<Job>,
     later: Vec<Job>,
     matches: HashSet<Uuid>,
-    keys: HashSet<(Uuid, String)>,
+    keys: HashSet<(Uuid, Uuid, String)>,
 }
 
 impl Split {
     fn push(&mut self, job: Job) {
-        let key_free = job
-            .key
-            .as_ref()
-            .is_none_or(|key| !self.keys.contains(&(job.actor, key.key.clone())));
-        if key_free && self.batch.len() < BATCH_MAX && !self.matches.contains(&job.match_id) {
+        let key_free = job.key.as_ref().is_none_or(|key| {
+            !self
+                .keys
+                .contains(&(job.match_id, job.actor, key.key.clone()))
+        });
+        let same_worker = self
+            .batch
+            .first()
+            .is_none_or(|first| first.worker == job.worker);
+        if key_free
+            && same_worker
+            && self.batch.len() < BATCH_MAX
+            && !self.matches.contains(&job.match_id)
+        {
             self.matches.insert(job.match_id);
             if let Some(key) = &job.key {
-                self.keys.insert((job.actor, key.key.clone()));
+                self.keys.insert((job.match_id, job.actor, key.key.clone()));
             }
             self.batch.push(job);
         } else {
@@ -260,7 +405,7 @@ impl Split {
 }
 
 /// Runs a batch: first from the cached states of its matches when every one is cached,
-/// then, if that cannot be committed as decided, under the row locks.
+/// then, if that cannot be committed as decided, under the row locks. Whether it committed.
 #[tracing::instrument(skip_all, fields(batch = jobs.len()))]
 async fn run(
     pool: &PgPool,
@@ -268,7 +413,7 @@ async fn run(
     connection: &mut Option<LaneConnection>,
     jobs: Vec<Job>,
     more_waiting: bool,
-) {
+) -> bool {
     let ids: Vec<Uuid> = jobs.iter().map(|job| job.match_id).collect();
     let mut decided = None;
     if let Some((rows, now)) = cache.take(&ids) {
@@ -338,12 +483,14 @@ async fn run(
             for (job, outcome) in jobs.into_iter().zip(outcomes) {
                 let _ = job.reply.send(outcome);
             }
+            true
         }
         Err(error) => {
             tracing::error!(%error, "a command batch failed; nothing of it was stored");
             for job in jobs {
                 let _ = job.reply.send(Err(error.shared()));
             }
+            false
         }
     }
 }
@@ -427,18 +574,20 @@ async fn execute(
             .filter_map(|&i| {
                 let key = jobs[i].key.as_ref()?;
                 Some(keys::Claim {
+                    match_id: jobs[i].match_id,
                     player: jobs[i].actor,
                     key: &key.key,
                     request_hash: &key.request_hash,
                 })
             })
             .collect();
-        let claimed = keys::claim_many(&mut *lane.conn, &claims).await?;
+        let claimed = keys::claim_many(&mut lane.conn, &claims).await?;
         for (&i, claimed) in keyed.iter().zip(claimed) {
             if claimed {
                 claimed_keys.insert(i);
             } else if let Some(key) = &jobs[i].key {
-                let answer = replay(&mut lane.conn, jobs[i].actor, key).await;
+                let answer =
+                    replay_on_match(&mut lane.conn, jobs[i].match_id, jobs[i].actor, key).await;
                 plans[i] = Some(Plan::Done(answer.map(Answer::Replayed)));
             }
         }
@@ -543,6 +692,7 @@ async fn execute(
     let answers = responses
         .iter()
         .map(|(i, key, response)| keys::Answer {
+            match_id: jobs[*i].match_id,
             player: jobs[*i].actor,
             key: &key.key,
             response,
@@ -554,6 +704,7 @@ async fn execute(
         .filter(|&&i| matches!(replies[i], Some(Err(_))))
         .filter_map(|&i| {
             Some(keys::KeyRef {
+                match_id: jobs[i].match_id,
                 player: jobs[i].actor,
                 key: &jobs[i].key.as_ref()?.key,
             })

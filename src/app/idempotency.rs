@@ -65,7 +65,25 @@ pub(crate) async fn claim_or_replay(
 
 /// The first answer given under an already claimed key.
 pub(crate) async fn replay(tx: &mut PgConnection, actor: Uuid, key: &Idempotency) -> Result<Value> {
-    match idempotency::get(&mut *tx, actor, &key.key).await? {
+    answer_of(idempotency::get(&mut *tx, actor, &key.key).await?, key)
+}
+
+/// The first answer given under an already claimed key of a command on `match_id` (these
+/// keys live with the match: see [`idempotency`]).
+pub(crate) async fn replay_on_match(
+    tx: &mut PgConnection,
+    match_id: Uuid,
+    actor: Uuid,
+    key: &Idempotency,
+) -> Result<Value> {
+    answer_of(
+        idempotency::get_on_match(&mut *tx, match_id, actor, &key.key).await?,
+        key,
+    )
+}
+
+fn answer_of(stored: Option<(String, Option<Value>)>, key: &Idempotency) -> Result<Value> {
+    match stored {
         Some((hash, _)) if hash != key.request_hash => Err(AppError::IdempotencyMismatch),
         Some((_, Some(response))) => Ok(response),
         _ => Err(AppError::IdempotencyInProgress),

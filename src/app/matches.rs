@@ -86,7 +86,7 @@ impl App {
         }
         let now = store::now(&mut *tx).await?;
         let created = Match::create(creator, rules, request.ranked, request.opponent, now)?;
-        let change = Change::new_match(Uuid::now_v7(), vec![created])?;
+        let change = Change::new_match(Uuid::now_v7(), vec![created], now)?;
         let folded = write::apply(&mut tx, vec![change], now).await?;
         let change = folded
             .first()

@@ -138,7 +138,7 @@ pub(crate) async fn start_match(
     let mut events = vec![created];
     events.extend(joined);
     let id = Uuid::now_v7();
-    write::apply(conn, vec![Change::new_match(id, events)?], now).await?;
+    write::apply(conn, vec![Change::new_match(id, events, now)?], now).await?;
     metrics::counter!("statki_matches_arranged_total").increment(1);
     Ok(id)
 }

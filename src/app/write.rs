@@ -15,6 +15,7 @@ use super::{AppError, Result, ladder};
 use crate::engine::{CancelReason, Command, Event, Match, Refusal};
 use crate::store::idempotency::{Answer, KeyRef};
 use crate::store::matches::{Append, MatchRow, RowWrite, Write};
+use crate::store::player_matches::{self, Mirror};
 use crate::store::{StoreError, StoredEvent, matches, notices};
 
 /// The notification channel every commit announces `match_id:seq` on.
@@ -33,6 +34,7 @@ pub(crate) struct Change {
     events: Vec<Event>,
     /// How many of `events` `state` already holds (a new match's state is its creation).
     folded: usize,
+    created_at: DateTime<Utc>,
 }
 
 impl Change {
@@ -70,19 +72,20 @@ impl Change {
     }
 
     /// A change to a match whose row exists and is locked.
-    pub fn existing(id: Uuid, last_seq: i64, state: Match, events: Vec<Event>) -> Self {
+    pub fn existing(row: MatchRow, events: Vec<Event>) -> Self {
         Change {
-            id,
+            id: row.id,
             new: false,
-            last_seq,
-            state,
+            last_seq: row.last_seq,
+            state: row.state,
             events,
             folded: 0,
+            created_at: row.created_at,
         }
     }
 
-    /// A new match: `events` start with its `match_created`.
-    pub fn new_match(id: Uuid, events: Vec<Event>) -> Result<Self> {
+    /// A new match created at `now`: `events` start with its `match_created`.
+    pub fn new_match(id: Uuid, events: Vec<Event>, now: DateTime<Utc>) -> Result<Self> {
         let state = Match::fold(events.first()).map_err(|e| AppError::Corrupt(e.to_string()))?;
         Ok(Change {
             id,
@@ -91,6 +94,7 @@ impl Change {
             state,
             events,
             folded: 1,
+            created_at: now,
         })
     }
 }
@@ -117,13 +121,10 @@ pub(crate) fn judge(row: MatchRow, actor: Uuid, command: &Command, now: DateTime
             .decide(actor, command, now, super::draw())
             .err()
             .unwrap_or(Refusal::NotDue);
-        return Judged::Expired(
-            Change::existing(row.id, row.last_seq, row.state, expiry),
-            refusal,
-        );
+        return Judged::Expired(Change::existing(row, expiry), refusal);
     }
     match row.state.decide(actor, command, now, super::draw()) {
-        Ok(events) => Judged::Accepted(Change::existing(row.id, row.last_seq, row.state, events)),
+        Ok(events) => Judged::Accepted(Change::existing(row, events)),
         Err(refusal) => Judged::Refused(refusal),
     }
 }
@@ -133,6 +134,10 @@ pub(crate) fn judge(row: MatchRow, actor: Uuid, command: &Command, now: DateTime
 pub(crate) struct Folded {
     pub id: Uuid,
     pub new: bool,
+    /// Whether the players' rows of an existing match change with it (it is seated,
+    /// finished or cancelled): see [`player_matches`]. A new match's are stored with its row.
+    pub mirrored: bool,
+    pub created_at: DateTime<Utc>,
     pub after: i64,
     pub state: Match,
     pub events: Vec<Event>,
@@ -180,16 +185,21 @@ pub(crate) async fn fold(
             mut state,
             mut events,
             folded: already,
+            created_at,
         } = change;
+        let status_before = player_matches::status(state.phase);
         state.evolve_all(events.get(already..).unwrap_or_default());
         if let Some(rating) = ladder::settle(&mut *conn, &state, &events, now).await? {
             state.evolve_all(std::slice::from_ref(&rating));
             events.push(rating);
         }
         let added = i64::try_from(events.len()).unwrap_or(i64::MAX);
+        let mirrored = !new && player_matches::status(state.phase) != status_before;
         folded.push(Folded {
             id,
             new,
+            mirrored,
+            created_at,
             after: last_seq,
             state,
             events,
@@ -264,6 +274,16 @@ pub(crate) async fn write(
             Err(error) => return Err(error.into()),
         }
     }
+    let mirrors: Vec<Mirror<'_>> = folded
+        .iter()
+        .filter(|change| change.mirrored)
+        .map(|change| Mirror {
+            match_id: change.id,
+            state: &change.state,
+            created_at: change.created_at,
+        })
+        .collect();
+    player_matches::store(&mut *conn, &mirrors, now).await?;
     let mut notes = Vec::new();
     for change in folded {
         ladder::record(&mut *conn, change.id, &change.stored(now)).await?;

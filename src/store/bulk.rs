@@ -184,8 +184,27 @@ pub async fn copy_matches(
     let mut rows = String::with_capacity(loaded.len() * 2048);
     let mut log = String::with_capacity(loaded.len() * 110 * 200);
     let mut history = String::new();
+    let mut mirrors = String::new();
     for m in loaded {
         let state = &m.state;
+        let ended_at = m.events.last().map_or(m.created_at, |event| event.at);
+        for mirror in super::player_matches::rows_of(m.id, state, m.created_at) {
+            row(
+                &mut mirrors,
+                &[
+                    &mirror.player_id,
+                    &mirror.match_id,
+                    &mirror.role,
+                    &mirror.opponent,
+                    &mirror.ruleset,
+                    &mirror.ranked,
+                    &mirror.status,
+                    &mirror.result,
+                    &mirror.created_at,
+                    &state.phase.is_over().then_some(ended_at),
+                ],
+            );
+        }
         let creator = state
             .player(0)
             .ok_or_else(|| StoreError::Corrupt("no creator".into()))?;
@@ -276,6 +295,14 @@ pub async fn copy_matches(
     .await?;
     copy(
         conn,
+        "COPY player_matches (player_id, match_id, role, opponent, ruleset, ranked, status,
+                              result, created_at, ended_at)
+         FROM STDIN",
+        mirrors,
+    )
+    .await?;
+    copy(
+        conn,
         "COPY rating_changes (match_id, seq, player_id, opponent_id, ruleset, at, score, game,
                               rating_before, deviation_before, volatility_before,
                               rating_after, deviation_after, volatility_after)
@@ -330,7 +357,8 @@ pub fn numbered(events: Vec<(DateTime<Utc>, Event)>) -> Vec<StoredEvent> {
 pub async fn bytes_of_play(conn: &mut PgConnection) -> Result<Vec<(String, i64)>, StoreError> {
     Ok(sqlx::query_as(
         "SELECT t, pg_total_relation_size(t::regclass)
-         FROM unnest(ARRAY['matches', 'match_events', 'rating_changes', 'ratings', 'players'])
+         FROM unnest(ARRAY['matches', 'match_events', 'rating_changes', 'ratings', 'players',
+                           'player_matches'])
               AS t ORDER BY t",
     )
     .fetch_all(conn)

@@ -225,18 +225,143 @@ pub(super) async fn claim_waiting(
         return Ok(entries);
     }
     let players: Vec<Uuid> = entries.iter().map(|entry| entry.player_id).collect();
-    let playing: Vec<Uuid> = sqlx::query_scalar(
-        "SELECT p FROM unnest($1::uuid[]) AS p
-         WHERE p IN (SELECT creator FROM matches WHERE phase IN ('placement', 'battle')
-                     AND creator = ANY($1))
-            OR p IN (SELECT joiner FROM matches WHERE phase IN ('placement', 'battle')
-                     AND joiner = ANY($1))",
-    )
-    .bind(&players)
-    .fetch_all(&mut *conn)
-    .await?;
+    let playing = super::player_matches::playing_of(&mut *conn, &players).await?;
     Ok(entries
         .into_iter()
         .filter(|entry| !playing.contains(&entry.player_id))
         .collect())
+}
+
+/// [`super::queue::claim_partner`] on Citus: the best live waiting entry is claimed as
+/// there, but without the test for a running match (the queue is on the coordinator,
+/// `player_matches` distributed by player); then that player's shard is asked, and a player
+/// found playing is passed over (their entry stays locked until the transaction ends, which
+/// only keeps other pairings from them) for the next best, at most `CANDIDATES` times.
+pub(super) async fn claim_partner(
+    conn: &mut PgConnection,
+    player: Uuid,
+    ruleset: &str,
+    rating: f64,
+    now: DateTime<Utc>,
+    window: super::queue::Window,
+) -> Result<Option<super::queue::Entry>, StoreError> {
+    const CANDIDATES: usize = 8;
+    let mut passed: Vec<Uuid> = Vec::new();
+    for _ in 0..CANDIDATES {
+        let entry: Option<super::queue::Entry> = sqlx::query_as(
+            "SELECT player_id, ruleset, rating, joined_at, expires_at, match_id, paired_at
+             FROM queue_entries q
+             WHERE q.ruleset = $2 AND q.player_id <> $1 AND q.match_id IS NULL
+               AND q.expires_at > $4 AND q.player_id <> ALL($8)
+               AND abs(q.rating - $3) <= least($7::float8, $5::float8
+                     + $6::float8 * greatest(0, extract(epoch FROM $4 - q.joined_at))::float8)
+             ORDER BY abs(q.rating - $3), q.joined_at
+             LIMIT 1
+             FOR UPDATE SKIP LOCKED",
+        )
+        .bind(player)
+        .bind(ruleset)
+        .bind(rating)
+        .bind(now)
+        .bind(window.base)
+        .bind(window.per_second)
+        .bind(window.max)
+        .bind(&passed)
+        .fetch_optional(&mut *conn)
+        .await?;
+        let Some(entry) = entry else {
+            return Ok(None);
+        };
+        if !super::player_matches::playing(&mut *conn, entry.player_id).await? {
+            return Ok(Some(entry));
+        }
+        passed.push(entry.player_id);
+    }
+    Ok(None)
+}
+
+/// The hash Citus places a match by: PostgreSQL's `uuid_hash` (`hash_bytes` of the 16
+/// bytes, Bob Jenkins' lookup3 as PostgreSQL has it), as a signed 32-bit value, which
+/// falls in exactly one shard's `[shardminvalue, shardmaxvalue]`. Computed here so the
+/// group commit can put a batch's matches on one worker without asking the database;
+/// `tests/it/citus.rs` checks it against Citus's own `worker_hash`.
+pub fn match_hash(id: Uuid) -> i32 {
+    let bytes = id.as_bytes();
+    let word =
+        |at: usize| u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+    let start = 0x9e37_79b9_u32.wrapping_add(16).wrapping_add(3_923_095);
+    let (mut a, mut b, mut c) = (start, start, start);
+    a = a.wrapping_add(word(0));
+    b = b.wrapping_add(word(4));
+    c = c.wrapping_add(word(8));
+    // mix(a, b, c)
+    a = a.wrapping_sub(c) ^ c.rotate_left(4);
+    c = c.wrapping_add(b);
+    b = b.wrapping_sub(a) ^ a.rotate_left(6);
+    a = a.wrapping_add(c);
+    c = c.wrapping_sub(b) ^ b.rotate_left(8);
+    b = b.wrapping_add(a);
+    a = a.wrapping_sub(c) ^ c.rotate_left(16);
+    c = c.wrapping_add(b);
+    b = b.wrapping_sub(a) ^ a.rotate_left(19);
+    a = a.wrapping_add(c);
+    c = c.wrapping_sub(b) ^ b.rotate_left(4);
+    b = b.wrapping_add(a);
+    // The last four bytes, then final(a, b, c).
+    a = a.wrapping_add(word(12));
+    c ^= b;
+    c = c.wrapping_sub(b.rotate_left(14));
+    a ^= c;
+    a = a.wrapping_sub(c.rotate_left(11));
+    b ^= a;
+    b = b.wrapping_sub(a.rotate_left(25));
+    c ^= b;
+    c = c.wrapping_sub(b.rotate_left(16));
+    a ^= c;
+    a = a.wrapping_sub(c.rotate_left(4));
+    b ^= a;
+    b = b.wrapping_sub(a.rotate_left(14));
+    c ^= b;
+    c = c.wrapping_sub(b.rotate_left(24));
+    c as i32
+}
+
+/// Where the shards of `matches` (and of every table co-located with it) are: each shard's
+/// hash range and the worker group holding it, as Citus's metadata says now.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Placements {
+    /// `(shardminvalue, shardmaxvalue, groupid)`, by range.
+    ranges: Vec<(i32, i32, i32)>,
+}
+
+impl Placements {
+    /// The worker group holding `match_id`'s rows, if the map knows its shard.
+    pub fn worker_of(&self, match_id: Uuid) -> Option<i32> {
+        let hash = match_hash(match_id);
+        self.ranges
+            .iter()
+            .find(|(min, max, _)| *min <= hash && hash <= *max)
+            .map(|(_, _, group)| *group)
+    }
+
+    /// The worker groups, in order.
+    pub fn workers(&self) -> Vec<i32> {
+        let mut groups: Vec<i32> = self.ranges.iter().map(|(_, _, group)| *group).collect();
+        groups.sort_unstable();
+        groups.dedup();
+        groups
+    }
+}
+
+/// Reads the placements of `matches`' shards from Citus's metadata on the coordinator.
+pub async fn placements(conn: &mut PgConnection) -> Result<Placements, StoreError> {
+    let ranges = sqlx::query_as(
+        "SELECT s.shardminvalue::int4, s.shardmaxvalue::int4, p.groupid
+         FROM pg_dist_shard s JOIN pg_dist_placement p ON p.shardid = s.shardid
+         WHERE s.logicalrelid = 'matches'::regclass
+         ORDER BY 1",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(Placements { ranges })
 }

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use sqlx::PgExecutor;
 use sqlx::types::Json;
+use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
 use super::StoreError;
@@ -99,15 +99,14 @@ pub async fn get(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<NamedRow>, 
 
 /// A page of `listing`, newest first, after `cursor`, at most `limit` rows.
 pub async fn page(
-    db: impl PgExecutor<'_>,
+    db: &PgPool,
     listing: Listing,
     cursor: Option<Cursor>,
     limit: i64,
 ) -> Result<Vec<ListedRow>, StoreError> {
     let subject = match listing {
         Listing::Open { viewer } => Some(viewer),
-        Listing::Live => None,
-        Listing::PlayerOf { player } => Some(player),
+        Listing::Live | Listing::PlayerOf { .. } => None,
     };
     let query = match listing {
         Listing::Open { .. } => sqlx::query_as::<_, ListedRecord>(
@@ -130,25 +129,9 @@ pub async fn page(
          WHERE m.phase IN ('placement', 'battle') AND $1::uuid IS NULL AND ($2::timestamptz IS NULL OR (m.created_at, m.id) < ($2, $3))
          ORDER BY m.created_at DESC, m.id DESC LIMIT $4",
         ),
-        // The player's matches as creator and as joiner, each a page read down its own
-        // index, merged: a page costs a page, however many matches the player has.
-        Listing::PlayerOf { .. } => sqlx::query_as::<_, ListedRecord>(
-            "SELECT m.id, m.snapshot, m.last_seq, m.created_at,
-                (SELECT coalesce(jsonb_object_agg(p.id, p.name), '{}'::jsonb) FROM players p
-                 WHERE p.id IN (m.creator, m.joiner, m.invited)) AS names,
-                (SELECT coalesce(jsonb_object_agg(r.player_id, r.rating), '{}'::jsonb) FROM ratings r
-                 WHERE r.ruleset = m.ruleset AND r.player_id IN (m.creator, m.joiner)) AS ratings
-         FROM (
-             (SELECT * FROM matches
-              WHERE creator = $1 AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3))
-              ORDER BY created_at DESC, id DESC LIMIT $4)
-             UNION ALL
-             (SELECT * FROM matches
-              WHERE joiner = $1 AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3))
-              ORDER BY created_at DESC, id DESC LIMIT $4)
-         ) AS m
-         ORDER BY m.created_at DESC, m.id DESC LIMIT $4",
-        ),
+        Listing::PlayerOf { player } => {
+            return player_page(db, player, cursor, limit).await;
+        }
     };
     let rows = query
         .bind(subject)
@@ -157,5 +140,32 @@ pub async fn page(
         .bind(limit)
         .fetch_all(db)
         .await?;
+    rows.into_iter().map(ListedRow::try_from).collect()
+}
+
+/// A page of `player`'s matches: the ids from the player's own rows (one descent of their
+/// index, on Citus one shard), then those matches' rows, in the page's order.
+async fn player_page(
+    db: &PgPool,
+    player: Uuid,
+    cursor: Option<Cursor>,
+    limit: i64,
+) -> Result<Vec<ListedRow>, StoreError> {
+    let ids = super::player_matches::page(db, player, cursor, limit).await?;
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut rows = sqlx::query_as::<_, ListedRecord>(
+        "SELECT m.id, m.snapshot, m.last_seq, m.created_at,
+                (SELECT coalesce(jsonb_object_agg(p.id, p.name), '{}'::jsonb) FROM players p
+                 WHERE p.id IN (m.creator, m.joiner, m.invited)) AS names,
+                (SELECT coalesce(jsonb_object_agg(r.player_id, r.rating), '{}'::jsonb) FROM ratings r
+                 WHERE r.ruleset = m.ruleset AND r.player_id IN (m.creator, m.joiner)) AS ratings
+         FROM matches m WHERE m.id = ANY($1)",
+    )
+    .bind(&ids)
+    .fetch_all(db)
+    .await?;
+    rows.sort_by_key(|listed| ids.iter().position(|id| *id == listed.record.id));
     rows.into_iter().map(ListedRow::try_from).collect()
 }

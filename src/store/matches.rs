@@ -98,9 +98,9 @@ fn snapshot_json(state: &Match) -> Result<Json<Snapshot>, StoreError> {
 }
 
 /// Inserts a new match row in `state` after its first `last_seq` events, which the caller
-/// appends in the same transaction.
+/// appends in the same transaction, and its players' rows ([`super::player_matches`]).
 pub async fn insert(
-    db: impl PgExecutor<'_>,
+    conn: &mut sqlx::PgConnection,
     id: Uuid,
     state: &Match,
     last_seq: i64,
@@ -142,10 +142,15 @@ pub async fn insert(
     .bind(at)
     .bind(first)
     .bind(second)
-    .execute(db)
+    .execute(&mut *conn)
     .await
     .map_err(classify)?;
-    Ok(())
+    let mirror = super::player_matches::Mirror {
+        match_id: id,
+        state,
+        created_at: at,
+    };
+    super::player_matches::store(conn, &[mirror], at).await
 }
 
 /// The players who must act next in `state`, if any: the invited player of a waiting
@@ -360,13 +365,15 @@ pub async fn write(
                AND (u.unexpired_until IS NULL OR clock_timestamp() < u.unexpired_until)
              RETURNING 1
          ), answered AS (
-             UPDATE idempotency_keys SET response = a.response
-             FROM UNNEST($16::uuid[], $17::text[], $18::jsonb[]) AS a(player_id, key, response)
-             WHERE idempotency_keys.player_id = a.player_id AND idempotency_keys.key = a.key
+             UPDATE match_command_keys k SET response = a.response
+             FROM UNNEST($29::uuid[], $16::uuid[], $17::text[], $18::jsonb[])
+                  AS a(match_id, player_id, key, response)
+             WHERE k.match_id = a.match_id AND k.player_id = a.player_id AND k.key = a.key
              RETURNING 1
          ), released AS (
-             DELETE FROM idempotency_keys USING UNNEST($19::uuid[], $20::text[]) AS r(player_id, key)
-             WHERE idempotency_keys.player_id = r.player_id AND idempotency_keys.key = r.key
+             DELETE FROM match_command_keys k
+             USING UNNEST($30::uuid[], $19::uuid[], $20::text[]) AS r(match_id, player_id, key)
+             WHERE k.match_id = r.match_id AND k.player_id = r.player_id AND k.key = r.key
              RETURNING 1
          ), bots_due AS (
              SELECT DISTINCT ON (u.id) u.id, p.id AS bot, u.phase <> 'battle' AS setup,
@@ -426,6 +433,8 @@ pub async fn write(
     .bind(i64::try_from(batch.rows.len()).unwrap_or(i64::MAX))
     .bind(&rows.first_to_act)
     .bind(&rows.second_to_act)
+    .bind(&answers.matches)
+    .bind(&releases.matches)
     .fetch_one(conn)
     .await
     .map_err(|error| match &error {
@@ -590,20 +599,15 @@ pub async fn count_open_locked(
         .bind(&ids)
         .fetch_all(&mut *tx)
         .await?;
-    let counts = sqlx::query_as(
-        "SELECT (SELECT count(*) FROM matches
-                 WHERE creator = $1
-                   AND (phase = 'waiting'
-                        OR (phase = 'cancelled'
-                            AND created_at > clock_timestamp() - make_interval(secs => $3)))),
-                (SELECT count(*) FROM matches WHERE invited = $2 AND phase = 'waiting')",
-    )
-    .bind(creator)
-    .bind(target)
-    .bind(cool_down_seconds as f64)
-    .fetch_one(&mut *tx)
-    .await?;
-    Ok(counts)
+    // The players' own rows, one player (on Citus one shard) each.
+    let cancelled_since =
+        super::now(&mut *tx).await? - chrono::TimeDelta::seconds(cool_down_seconds);
+    let open = super::player_matches::open_by(&mut *tx, creator, cancelled_since).await?;
+    let challenges = match target {
+        Some(target) => super::player_matches::challenges_for(&mut *tx, target).await?,
+        None => 0,
+    };
+    Ok((open, challenges))
 }
 
 /// The clock's claim of due matches (see [`claim_due`]).
@@ -734,13 +738,7 @@ pub async fn positions(
 
 /// Whether `player` sits in a match being placed or fought.
 pub async fn in_live_match(db: impl PgExecutor<'_>, player: Uuid) -> Result<bool, StoreError> {
-    Ok(sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM matches WHERE phase IN ('placement', 'battle')
-                        AND (creator = $1 OR joiner = $1))",
-    )
-    .bind(player)
-    .fetch_one(db)
-    .await?)
+    super::player_matches::playing(db, player).await
 }
 
 /// A match row's columns as stored, for checking them against the event log.
@@ -756,6 +754,7 @@ pub struct StoredColumns {
     pub reason: Option<String>,
     pub last_seq: i64,
     pub snapshot: serde_json::Value,
+    pub created_at: DateTime<Utc>,
 }
 
 /// Up to `limit` match rows as stored, in id order after `after` (from the first when
@@ -767,7 +766,8 @@ pub async fn columns_page(
     limit: i64,
 ) -> Result<Vec<StoredColumns>, StoreError> {
     Ok(sqlx::query_as(
-        "SELECT id, ruleset, ranked, phase, creator, joiner, winner, reason, last_seq, snapshot
+        "SELECT id, ruleset, ranked, phase, creator, joiner, winner, reason, last_seq, snapshot,
+                created_at
          FROM matches WHERE $1::uuid IS NULL OR id > $1 ORDER BY id LIMIT $2",
     )
     .bind(after)

@@ -11,6 +11,7 @@ pub mod idempotency;
 pub mod listing;
 pub mod matches;
 pub mod notices;
+pub mod player_matches;
 pub mod players;
 pub mod queue;
 pub mod ratings;

@@ -44,14 +44,5 @@ pub async fn get(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<PlayerRow>,
 
 /// A player's record: wins, losses and draws over finished matches.
 pub async fn record(db: impl PgExecutor<'_>, id: Uuid) -> Result<(i64, i64, i64), StoreError> {
-    Ok(sqlx::query_as(
-        "SELECT count(*) FILTER (WHERE winner = $1) AS wins,
-                count(*) FILTER (WHERE winner IS NOT NULL AND winner <> $1) AS losses,
-                count(*) FILTER (WHERE winner IS NULL) AS draws
-         FROM matches
-         WHERE phase = 'finished' AND (creator = $1 OR joiner = $1)",
-    )
-    .bind(id)
-    .fetch_one(db)
-    .await?)
+    super::player_matches::record(db, id).await
 }

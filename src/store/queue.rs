@@ -87,8 +87,13 @@ pub async fn leave(
 }
 
 /// Claims the best partner for a player with `rating` who is joining `ruleset` now: the
-/// closest rating among live waiting entries whose own widened window reaches it. Entries
-/// another transaction holds are skipped, never waited for.
+/// closest rating among live waiting entries whose own widened window reaches it, of a
+/// player not in a running match. Entries another transaction holds are skipped, never
+/// waited for.
+///
+/// On Citus the queue stays on the coordinator and `player_matches` is distributed, which
+/// Citus does not join: [`super::citus::claim_partner`] claims the best entry, then asks
+/// that player's shard whether they are playing, and so on down the candidates.
 pub async fn claim_partner(
     conn: &mut PgConnection,
     player: Uuid,
@@ -97,15 +102,18 @@ pub async fn claim_partner(
     now: DateTime<Utc>,
     window: Window,
 ) -> Result<Option<Entry>, StoreError> {
+    if super::citus::distributed(&mut *conn).await? {
+        return super::citus::claim_partner(conn, player, ruleset, rating, now, window).await;
+    }
     Ok(sqlx::query_as(
         "SELECT player_id, ruleset, rating, joined_at, expires_at, match_id, paired_at
          FROM queue_entries q
          WHERE q.ruleset = $2 AND q.player_id <> $1 AND q.match_id IS NULL AND q.expires_at > $4
            AND abs(q.rating - $3) <= least($7::float8, $5::float8
                  + $6::float8 * greatest(0, extract(epoch FROM $4 - q.joined_at))::float8)
-           AND NOT EXISTS (SELECT 1 FROM matches m
-                           WHERE m.phase IN ('placement', 'battle')
-                             AND (m.creator = q.player_id OR m.joiner = q.player_id))
+           AND NOT EXISTS (SELECT 1 FROM player_matches pm
+                           WHERE pm.player_id = q.player_id AND pm.status = 'playing'
+                             AND pm.role <> 'invited')
          ORDER BY abs(q.rating - $3), q.joined_at
          LIMIT 1
          FOR UPDATE SKIP LOCKED",
@@ -124,8 +132,8 @@ pub async fn claim_partner(
 /// Claims up to `limit` live waiting entries of players not in a live match, longest
 /// waiting first, skipping entries another transaction holds.
 ///
-/// On Citus the queue stays on the coordinator and `matches` is distributed, which Citus
-/// does not join: [`super::citus::claim_waiting`] claims the entries, then leaves out the
+/// On Citus the queue stays on the coordinator and `player_matches` is distributed, which
+/// Citus does not join: [`super::citus::claim_waiting`] claims the entries, then leaves out the
 /// players it finds in a live match.
 pub async fn claim_waiting(
     conn: &mut PgConnection,
@@ -139,9 +147,9 @@ pub async fn claim_waiting(
         "SELECT player_id, ruleset, rating, joined_at, expires_at, match_id, paired_at
          FROM queue_entries q
          WHERE q.match_id IS NULL AND q.expires_at > $1
-           AND NOT EXISTS (SELECT 1 FROM matches m
-                           WHERE m.phase IN ('placement', 'battle')
-                             AND (m.creator = q.player_id OR m.joiner = q.player_id))
+           AND NOT EXISTS (SELECT 1 FROM player_matches pm
+                           WHERE pm.player_id = q.player_id AND pm.status = 'playing'
+                             AND pm.role <> 'invited')
          ORDER BY q.joined_at, q.player_id
          LIMIT $2
          FOR UPDATE SKIP LOCKED",

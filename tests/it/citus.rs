@@ -70,6 +70,51 @@ const HOT_PATH: &[(&str, &str)] = &[
         "select rematch_id from rematches where match_id = $1",
         "'$MATCH'",
     ),
+    // The keys of commands on a match, on the match's shard: claim, replay, answer, give back.
+    (
+        "insert into match_command_keys (match_id, player_id, key, request_hash) values ($1, $2, $3, $4)",
+        "'$MATCH', '$MATCH', 'k', 'h'",
+    ),
+    (
+        "select request_hash, response from match_command_keys where match_id = $1",
+        "'$MATCH', '$MATCH', 'k'",
+    ),
+    (
+        "update match_command_keys set response = $4 where match_id = $1",
+        "'$MATCH', '$MATCH', 'k', '{}'",
+    ),
+    (
+        "delete from match_command_keys where match_id = $1 and player_id = $2 and key = $3",
+        "'$MATCH', '$MATCH', 'k'",
+    ),
+];
+
+/// Reads by player, each on the one shard of `player_matches` holding the player ($PLAYER).
+const BY_PLAYER: &[(&str, &str)] = &[
+    // A player's matches, a page after a cursor (the first page and page 50 alike).
+    (
+        "select match_id from player_matches where player_id = $1 and role <> 'invited'",
+        "'$PLAYER', now(), '$PLAYER', 21",
+    ),
+    // Their record.
+    (
+        "from player_matches where player_id = $1 and status = 'finished'",
+        "'$PLAYER'",
+    ),
+    // Already in a running match? (the queue, and each candidate of the opponent search).
+    (
+        "select exists (select 1 from player_matches where player_id = $1 and status = 'playing'",
+        "'$PLAYER'",
+    ),
+    // The caps on open matches and waiting challenges.
+    (
+        "where player_id = $1 and role = 'creator'",
+        "'$PLAYER', now()",
+    ),
+    (
+        "where player_id = $1 and role = 'invited' and status = 'waiting'",
+        "'$PLAYER'",
+    ),
 ];
 
 async fn distributed(pool: &PgPool) -> bool {
@@ -106,8 +151,10 @@ async fn the_per_match_tables_are_distributed_by_match_on_citus(pool: PgPool) {
     let tables = distribution(&pool).await;
     let expected: Vec<(String, String)> = [
         ("bot_turns", "distributed"),
+        ("match_command_keys", "distributed"),
         ("match_events", "distributed"),
         ("matches", "distributed"),
+        ("player_matches", "distributed"),
         ("players", "reference"),
         ("rating_changes", "distributed"),
         ("ratings", "reference"),
@@ -118,14 +165,24 @@ async fn the_per_match_tables_are_distributed_by_match_on_citus(pool: PgPool) {
     .map(|(t, m)| (t.to_string(), m.to_string()))
     .collect();
     assert_eq!(tables, expected);
-    // One co-location group: a match's rows are on one worker.
+    // One co-location group: a match's rows are on one worker. `player_matches`, by
+    // player, is a group of its own.
     let groups: i64 = sqlx::query_scalar(
-        "SELECT count(DISTINCT colocationid) FROM pg_dist_partition WHERE partmethod = 'h'",
+        "SELECT count(DISTINCT colocationid) FROM pg_dist_partition
+         WHERE partmethod = 'h' AND logicalrelid <> 'player_matches'::regclass",
     )
     .fetch_one(&pool)
     .await
     .unwrap();
     assert_eq!(groups, 1, "the per-match tables are not co-located");
+    let by_player: Vec<String> = sqlx::query_scalar(
+        "SELECT column_to_column_name(logicalrelid, partkey) FROM pg_dist_partition
+         WHERE logicalrelid = 'player_matches'::regclass",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(by_player, ["player_id"]);
 }
 
 /// Plans `sql` with `args` and returns the task counts of its distributed scans and
@@ -161,9 +218,10 @@ async fn every_hot_path_statement_is_planned_on_one_shard(pool: PgPool) {
     }
     let all = statements();
     let match_id = Uuid::new_v4().to_string();
+    let player_id = Uuid::new_v4().to_string();
     let mut checked = 0;
     let mut spread = Vec::new();
-    for (fragment, args) in HOT_PATH {
+    for (fragment, args) in HOT_PATH.iter().chain(BY_PLAYER) {
         let found: Vec<_> = all
             .iter()
             .filter(|statement| {
@@ -178,7 +236,9 @@ async fn every_hot_path_statement_is_planned_on_one_shard(pool: PgPool) {
             !found.is_empty(),
             "no statement in src/store contains `{fragment}` any more: update HOT_PATH"
         );
-        let args = args.replace("$MATCH", &match_id);
+        let args = args
+            .replace("$MATCH", &match_id)
+            .replace("$PLAYER", &player_id);
         for statement in found {
             let (tasks, subplans, plan) = shards_touched(&pool, &statement.sql, &args).await;
             checked += 1;
@@ -243,4 +303,135 @@ async fn the_append_only_triggers_exist_on_every_shard(pool: PgPool) {
             "{trigger} is missing on some shards of {table}"
         );
     }
+}
+
+/// The worker group Citus keeps `match_id`'s shard on.
+async fn worker_of(pool: &PgPool, match_id: Uuid) -> i32 {
+    sqlx::query_scalar(
+        "SELECT groupid FROM pg_dist_placement
+         WHERE shardid = get_shard_id_for_distribution_column('matches', $1)",
+    )
+    .bind(match_id)
+    .fetch_one(pool)
+    .await
+    .expect("the shard placement of a match")
+}
+
+#[sqlx::test]
+async fn the_group_commit_places_matches_as_citus_does(pool: PgPool) {
+    if !distributed(&pool).await {
+        eprintln!("plain PostgreSQL: one server, no placements");
+        return;
+    }
+    let mut conn = pool.acquire().await.unwrap();
+    let placements = statki::store::citus::placements(&mut conn).await.unwrap();
+    assert_eq!(placements.workers().len(), 2, "{placements:?}");
+    for _ in 0..200 {
+        let id = Uuid::now_v7();
+        let citus: i32 = sqlx::query_scalar("SELECT worker_hash($1::uuid)")
+            .bind(id)
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        assert_eq!(statki::store::citus::match_hash(id), citus, "{id}");
+        assert_eq!(placements.worker_of(id), Some(worker_of(&pool, id).await));
+    }
+}
+
+/// Transactions Citus committed with two-phase commit in this database (recovery is off
+/// on the test cluster, so their records stay).
+async fn two_phase_commits(pool: &PgPool) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM pg_dist_transaction")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[sqlx::test]
+async fn keyed_shots_on_both_workers_commit_without_two_phase_commit_or_deadlock(pool: PgPool) {
+    use crate::common::spawn_app;
+    use reqwest::StatusCode;
+    use serde_json::json;
+
+    if !distributed(&pool).await {
+        eprintln!("plain PostgreSQL: one server, nothing to commit in two phases");
+        return;
+    }
+    let app = spawn_app(pool.clone()).await;
+    let mut battles = Vec::new();
+    let mut on_worker = std::collections::BTreeMap::<i32, usize>::new();
+    while battles.len() < 40 && (on_worker.len() < 2 || on_worker.values().any(|&n| n < 6)) {
+        let (id, shooter, other) = app.battle_match("classic").await;
+        let worker = worker_of(&pool, id.parse().unwrap()).await;
+        *on_worker.entry(worker).or_default() += 1;
+        battles.push((id, shooter, other));
+    }
+    assert!(
+        on_worker.len() == 2 && on_worker.values().all(|&n| n >= 6),
+        "matches on each worker: {on_worker:?}"
+    );
+    let before = two_phase_commits(&pool).await;
+    // Every shooter fires at once with a key, each shot sent twice (a retry racing its
+    // first try), and the other player sends a fleet in battle (refused, its key given
+    // back): batches of matches on both workers, all at the same time.
+    let shots = battles.iter().flat_map(|(id, shooter, other)| {
+        let key = format!("shot-{id}");
+        let fire = |key: String| {
+            app.send(
+                app.client
+                    .post(app.url(&format!("/v1/matches/{id}/shots")))
+                    .bearer_auth(&shooter.token)
+                    .header("idempotency-key", key)
+                    .json(&json!({ "cell": "A1" })),
+            )
+        };
+        let refused = app.send(
+            app.client
+                .put(app.url(&format!("/v1/matches/{id}/fleet")))
+                .bearer_auth(&other.token)
+                .header("idempotency-key", format!("fleet-{id}"))
+                .json(&crate::common::legal_fleet("classic")),
+        );
+        [
+            futures::future::Either::Left(fire(key.clone())),
+            futures::future::Either::Left(fire(key)),
+            futures::future::Either::Right(refused),
+        ]
+    });
+    let answers = tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        futures::future::join_all(shots),
+    )
+    .await
+    .expect("concurrent commands deadlocked (no answer within 120 s)");
+    for (index, answer) in answers.iter().enumerate() {
+        if index % 3 == 2 {
+            assert_eq!(answer.status, StatusCode::CONFLICT, "{:?}", answer.body);
+        } else {
+            assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
+        }
+    }
+    for pair in answers.chunks(3) {
+        assert_eq!(pair[0].body, pair[1].body, "a retry answered differently");
+    }
+    let after = two_phase_commits(&pool).await;
+    assert_eq!(
+        after, before,
+        "keyed shots were committed with two-phase commit"
+    );
+    // Each match took its one shot.
+    for (id, _, _) in &battles {
+        let shots: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM match_events WHERE match_id = $1 AND kind = 'shot_fired'",
+        )
+        .bind(id.parse::<Uuid>().unwrap())
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        assert_eq!(shots, 1, "{id}");
+    }
+    eprintln!(
+        "{} keyed shots over {on_worker:?} matches per worker: no two-phase commit, no deadlock",
+        battles.len()
+    );
 }

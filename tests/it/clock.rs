@@ -413,7 +413,7 @@ async fn store_battles(pool: &PgPool, games: &[(Uuid, Uuid, DateTime<Utc>)]) -> 
         let (state, log) = battle(a, b, deadline);
         let id = Uuid::now_v7();
         let at = deadline - chrono::Duration::seconds(30);
-        store::matches::insert(&mut *tx, id, &state, log.len() as i64, at)
+        store::matches::insert(&mut tx, id, &state, log.len() as i64, at)
             .await
             .unwrap();
         store::events::append(&mut *tx, id, 0, at, &log)

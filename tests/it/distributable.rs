@@ -36,14 +36,6 @@ const CROSS_MATCH: &[(&str, &str)] = &[
         "the live list for spectators: a page across shards",
     ),
     (
-        "from matches where creator = $1 and ($2::timestamptz is null",
-        "a player's matches, newest first: a page across shards (as creator and as joiner, each down its own index, merged)",
-    ),
-    (
-        "select (select count(*) from matches where creator = $1 and (phase = 'waiting'",
-        "the caps on a player's open (and lately withdrawn) matches and on the challenges waiting for a player: counts by player across shards",
-    ),
-    (
         "update matches set wake_at = r.deadline from unnest(",
         "re-arming claimed clocks: keyed by the claimed match ids (`matches.id = r.id`), which the check does not read through unnest",
     ),
@@ -68,14 +60,6 @@ const CROSS_MATCH: &[(&str, &str)] = &[
         "the event total for /metrics: a count over every shard",
     ),
     (
-        "from matches where phase in ('placement', 'battle') and (creator = $1 or joiner = $1)",
-        "whether a player is in a running match (the queue refuses them): a lookup by player across shards",
-    ),
-    (
-        "from matches where phase = 'finished' and (creator = $1 or joiner = $1)",
-        "a player's wins, losses and draws for the profile: a count by player across shards",
-    ),
-    (
         "from matches where $1::uuid is null or id > $1 order by id",
         "statki verify walks every match, a page at a time: an offline audit, best run on a read replica",
     ),
@@ -86,14 +70,6 @@ const CROSS_MATCH: &[(&str, &str)] = &[
     (
         "from matches where wake_at is not null and deadline > $1 order by deadline",
         "outage recovery gives every running clock its time back: a rare scan of every shard",
-    ),
-    (
-        "not exists (select 1 from matches m where m.phase in ('placement', 'battle')",
-        "pairing skips queued players who are in a running match: a lookup by player across shards",
-    ),
-    (
-        "where p in (select creator from matches where phase in ('placement', 'battle') and creator = any($1))",
-        "on Citus, pairing leaves out the claimed players who are in a running match: a lookup by player across shards",
     ),
     (
         "from rating_changes order by ruleset, player_id, game",
@@ -110,6 +86,26 @@ const CROSS_MATCH: &[(&str, &str)] = &[
     (
         "from unnest($2::uuid[]",
         "the group commit's row update for a batch of matches: keyed by the ids in the batch, but a join with a parameter array is not pruned to their shards, so a distributed deployment groups batches by shard",
+    ),
+];
+
+/// Statements on `player_matches` (distributed by player) allowed to span players, and why.
+const CROSS_PLAYER: &[(&str, &str)] = &[
+    (
+        "from player_matches where match_id = any($1)",
+        "statki verify compares each page of matches with its players' rows: an offline audit",
+    ),
+    (
+        "select count(*) from player_matches",
+        "statki verify counts every player's row: an offline audit",
+    ),
+    (
+        "not exists (select 1 from player_matches pm where pm.player_id = q.player_id",
+        "plain PostgreSQL only: the queue joined with the players' rows (on Citus, store::citus asks each candidate's shard instead)",
+    ),
+    (
+        "select t, pg_total_relation_size(t::regclass)",
+        "the scale benchmark's disk figures (test support only): the sizes of whole tables, no rows read",
     ),
 ];
 
@@ -354,4 +350,65 @@ fn the_keying_check_tells_keyed_from_unkeyed_statements() {
     for sql in unkeyed {
         assert!(!keyed_by_match(sql), "{sql}");
     }
+}
+
+/// Whether a statement on `player_matches` names its players: `player_id` compared with a
+/// parameter or a list of them, or written as a column of the inserted rows.
+fn keyed_by_player(sql: &str) -> bool {
+    let compared = sql.match_indices("player_id").any(|(at, _)| {
+        let after = sql[at + "player_id".len()..].trim_start();
+        after.starts_with("= $") || after.starts_with("= any($")
+    });
+    let inserts_key = sql.starts_with("insert into player_matches (player_id");
+    compared || inserts_key
+}
+
+#[test]
+fn every_statement_on_player_matches_names_its_players() {
+    let mut unkeyed = Vec::new();
+    let mut allowed_used = vec![false; CROSS_PLAYER.len()];
+    let mut by_player = 0;
+    for statement in statements() {
+        let sql = normalise(&statement.sql);
+        if !mentions(&sql, "player_matches") {
+            continue;
+        }
+        by_player += 1;
+        if let Some(index) = CROSS_PLAYER
+            .iter()
+            .position(|(fragment, _)| sql.contains(fragment))
+        {
+            allowed_used[index] = true;
+            continue;
+        }
+        if !keyed_by_player(&sql) {
+            unkeyed.push(format!("{}: {sql}", statement.file.display()));
+        }
+    }
+    assert!(
+        by_player >= 6,
+        "only {by_player} statements on player_matches?"
+    );
+    assert!(
+        unkeyed.is_empty(),
+        "statements on player_matches that name no player (key them by player_id, or add \
+         them to CROSS_PLAYER with the reason and to docs/scaling.md):\n{}",
+        unkeyed.join("\n")
+    );
+    let stale: Vec<&str> = CROSS_PLAYER
+        .iter()
+        .zip(&allowed_used)
+        .filter(|(_, used)| !**used)
+        .map(|((fragment, _), _)| *fragment)
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "CROSS_PLAYER entries that match nothing: {stale:?}"
+    );
+    assert!(keyed_by_player(
+        "select 1 from player_matches where player_id = $1"
+    ));
+    assert!(!keyed_by_player(
+        "select 1 from player_matches where status = 'playing'"
+    ));
 }

@@ -30,9 +30,15 @@ async fn match_created_by(pool: &PgPool, name: &str) -> Uuid {
     let created = Match::create(creator, rules, false, None, Utc::now()).unwrap();
     let state = Match::fold([&created]).unwrap();
     let id = Uuid::new_v4();
-    matches::insert(pool, id, &state, 1, Utc::now())
-        .await
-        .unwrap();
+    matches::insert(
+        &mut pool.acquire().await.unwrap(),
+        id,
+        &state,
+        1,
+        Utc::now(),
+    )
+    .await
+    .unwrap();
     events::append(pool, id, 0, Utc::now(), &[created])
         .await
         .unwrap();
@@ -387,5 +393,82 @@ async fn online_means_a_live_stream_lease_or_a_bot(pool: PgPool) {
             .await
             .unwrap()
             .is_empty()
+    );
+}
+
+#[sqlx::test]
+async fn a_players_deep_page_is_one_descent_of_their_index(pool: PgPool) {
+    statki::store::migrate(&pool).await.unwrap();
+    // 3,000 matches of one player among 30,000 rows of others.
+    sqlx::query(
+        "INSERT INTO player_matches (player_id, match_id, role, opponent, ruleset, ranked,
+                                     status, result, created_at, ended_at)
+         SELECT CASE WHEN n % 10 = 0 THEN '00000000-0000-4000-8000-000000000001'::uuid
+                     ELSE gen_random_uuid() END,
+                gen_random_uuid(), 'creator', NULL, 'statki', false, 'finished', 'draw',
+                now() - n * interval '1 minute', now()
+         FROM generate_series(1, 30000) AS n",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query("ANALYZE player_matches")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let player: Uuid = "00000000-0000-4000-8000-000000000001".parse().unwrap();
+    // Page 50 of 20: the cursor of the 980th match.
+    let deep: (chrono::DateTime<Utc>, Uuid) = sqlx::query_as(
+        "SELECT created_at, match_id FROM player_matches WHERE player_id = $1
+         ORDER BY created_at DESC, match_id DESC OFFSET 979 LIMIT 1",
+    )
+    .bind(player)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let cursor = statki::store::listing::Cursor {
+        created_at: deep.0,
+        id: deep.1,
+    };
+    let page = statki::store::player_matches::page(&pool, player, Some(cursor), 21)
+        .await
+        .unwrap();
+    assert_eq!(page.len(), 21);
+    assert!(
+        !page.contains(&deep.1),
+        "the cursor's own match is on the page before"
+    );
+    let sql = "SELECT match_id FROM player_matches
+         WHERE player_id = $1 AND role <> 'invited'
+           AND ($2::timestamptz IS NULL OR (created_at, match_id) < ($2, $3))
+         ORDER BY created_at DESC, match_id DESC LIMIT $4";
+    let mut conn = pool.acquire().await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("PREPARE deep_page AS {sql}")))
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "EXPLAIN (ANALYZE, COSTS OFF) EXECUTE deep_page('{player}', '{}', '{}', 21)",
+        deep.0.to_rfc3339(),
+        deep.1
+    )))
+    .fetch_all(&mut *conn)
+    .await
+    .unwrap();
+    let plan = plan.join("\n");
+    assert!(plan.contains("player_matches_page_idx"), "{plan}");
+    assert!(
+        !plan.contains("Sort"),
+        "a sort instead of a descent: {plan}"
+    );
+    // The descent starts at the cursor: it reads the page, not the 980 rows before it.
+    let read: Vec<u64> = plan
+        .lines()
+        .filter(|line| line.contains("Index") && line.contains("rows="))
+        .filter_map(|line| line.split("rows=").nth(1)?.split(' ').next()?.parse().ok())
+        .collect();
+    assert!(
+        !read.is_empty() && read.iter().all(|&rows| rows <= 21),
+        "rows read per index scan: {read:?}\n{plan}"
     );
 }

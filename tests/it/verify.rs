@@ -184,9 +184,15 @@ async fn write_match(app: &TestApp, a: &Player, b: &Player, forge: bool) -> Stri
     log.extend(state.execute(b, &Command::Resign, now, draw).unwrap());
 
     let id = Uuid::now_v7();
-    statki::store::matches::insert(&app.pool, id, &state, log.len() as i64, now)
-        .await
-        .unwrap();
+    statki::store::matches::insert(
+        &mut app.pool.acquire().await.unwrap(),
+        id,
+        &state,
+        log.len() as i64,
+        now,
+    )
+    .await
+    .unwrap();
     statki::store::events::append(&app.pool, id, 0, now, &log)
         .await
         .unwrap();
@@ -357,9 +363,15 @@ async fn write_reactions(app: &TestApp, a: &Player, b: &Player, gap_ms: i64) -> 
     );
     log.extend(state.execute(b, &Command::Resign, later, draw).unwrap());
     let id = Uuid::now_v7();
-    statki::store::matches::insert(&app.pool, id, &state, log.len() as i64, now)
-        .await
-        .unwrap();
+    statki::store::matches::insert(
+        &mut app.pool.acquire().await.unwrap(),
+        id,
+        &state,
+        log.len() as i64,
+        now,
+    )
+    .await
+    .unwrap();
     statki::store::events::append(&app.pool, id, 0, now, &log[..early])
         .await
         .unwrap();
