@@ -139,9 +139,18 @@ fn is_unavailable(error: &sqlx::Error) -> bool {
         // Class 08: connection exceptions; 57P01–57P03: the server is shutting down or
         // the session was terminated; 53300: too many connections; 25006: a write reached
         // a server that is (now) a read-only standby, as during a failover's switch.
-        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
-            code.starts_with("08") || code.starts_with("57P") || code == "53300" || code == "25006"
-        }),
+        // On Citus, a worker lost in the middle of a transaction is reported by the
+        // coordinator without a code of its own (XX000), by this message.
+        sqlx::Error::Database(db) => {
+            db.code().is_some_and(|code| {
+                code.starts_with("08")
+                    || code.starts_with("57P")
+                    || code == "53300"
+                    || code == "25006"
+            }) || db
+                .message()
+                .starts_with("failure on connection marked as essential")
+        }
         _ => false,
     }
 }

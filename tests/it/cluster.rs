@@ -164,7 +164,10 @@ async fn follow(client: Client, match_id: String, token: String) -> (Vec<Value>,
                                     .filter_map(|line| line.strip_prefix("data:"))
                                     .map(|data| data.strip_prefix(' ').unwrap_or(data))
                                     .collect();
-                                if !data.is_empty() {
+                                // Only the log's events carry an id; presence changes
+                                // are not part of the log, so the comparison leaves them out.
+                                let logged = block.lines().any(|line| line.starts_with("id:"));
+                                if logged && !data.is_empty() {
                                     events.push(
                                         serde_json::from_str(&data.join("\n")).expect("JSON"),
                                     );

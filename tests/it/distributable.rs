@@ -24,6 +24,10 @@ const PER_MATCH: &[&str] = &[
 /// whitespace collapsed) and why it may.
 const CROSS_MATCH: &[(&str, &str)] = &[
     (
+        "from pg_dist_shard s join pg_dist_placement p on p.shardid = s.shardid",
+        "the group commit's map of shard placements on Citus: the coordinator's metadata of the `matches` shards, no match row",
+    ),
+    (
         "from rematch_offers o where o.bot is not null",
         "bots answering rematch offers: a sweep of every shard (each through its index of offers to bots), like the offers' expiry",
     ),
