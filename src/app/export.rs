@@ -219,18 +219,15 @@ impl App {
             let rows = listing::page(&pool, listing, Some(cursor), EXPORT_PAGE).await?;
             let full_page = rows.len() as i64 == EXPORT_PAGE;
             let next = rows.last().map(|last| Cursor {
-                created_at: last.row.created_at,
-                id: last.row.id,
+                created_at: last.named.row.created_at,
+                id: last.named.row.id,
             });
             let wanted: Vec<NamedRow> = rows
                 .into_iter()
+                .map(|listed| listed.named)
                 .take_while(|named| since.is_none_or(|since| named.row.created_at >= since))
                 .filter(|named| named.row.state.phase == Phase::Finished)
                 .take(usize::try_from(limit).unwrap_or(0))
-                .map(|listed| NamedRow {
-                    row: listed.row,
-                    names: listed.names,
-                })
                 .collect();
             // The page went past `since` (or was the last) when a row was cut by it.
             let reached_since =

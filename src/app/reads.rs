@@ -59,7 +59,7 @@ pub struct MatchSummary {
 
 impl MatchSummary {
     fn new(listed: listing::ListedRow, viewer: Uuid, now: DateTime<Utc>) -> Self {
-        let row = &listed.row;
+        let row = &listed.named.row;
         let state: &Match = &row.state;
         let seat = |seat: Option<usize>| seat.and_then(|seat| state.player(seat));
         Self {
@@ -77,7 +77,7 @@ impl MatchSummary {
             result: state.result,
             seq: row.last_seq,
             created_at: row.created_at,
-            names: listed.names,
+            names: listed.named.names,
             ratings: listed.ratings,
         }
     }
@@ -159,7 +159,7 @@ impl App {
         let next = more
             .then(|| {
                 rows.last()
-                    .map(|last| cursor(last.row.created_at, last.row.id))
+                    .map(|last| cursor(last.named.row.created_at, last.named.row.id))
             })
             .flatten();
         let now = self.now().await?;

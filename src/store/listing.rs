@@ -20,8 +20,7 @@ pub struct NamedRow {
 /// A listed match: its row, the names it names, and the ladder ratings of its players on
 /// its rule set's ladder (those who have one).
 pub struct ListedRow {
-    pub row: MatchRow,
-    pub names: BTreeMap<Uuid, String>,
+    pub named: NamedRow,
     pub ratings: BTreeMap<Uuid, f64>,
 }
 
@@ -66,8 +65,7 @@ impl TryFrom<NamedRecord> for NamedRow {
 #[derive(sqlx::FromRow)]
 struct ListedRecord {
     #[sqlx(flatten)]
-    record: MatchRecord,
-    names: Json<BTreeMap<Uuid, String>>,
+    named: NamedRecord,
     ratings: Json<BTreeMap<Uuid, f64>>,
 }
 
@@ -76,8 +74,7 @@ impl TryFrom<ListedRecord> for ListedRow {
 
     fn try_from(listed: ListedRecord) -> Result<Self, StoreError> {
         Ok(ListedRow {
-            row: listed.record.try_into()?,
-            names: listed.names.0,
+            named: listed.named.try_into()?,
             ratings: listed.ratings.0,
         })
     }
@@ -166,6 +163,6 @@ async fn player_page(
     .bind(&ids)
     .fetch_all(db)
     .await?;
-    rows.sort_by_key(|listed| ids.iter().position(|id| *id == listed.record.id));
+    rows.sort_by_key(|listed| ids.iter().position(|id| *id == listed.named.record.id));
     rows.into_iter().map(ListedRow::try_from).collect()
 }
