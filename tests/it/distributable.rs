@@ -283,41 +283,37 @@ fn keyed_by_match(sql: &str) -> bool {
     compared || inserts_key
 }
 
-#[test]
-fn every_statement_on_a_per_match_table_names_its_matches() {
-    let statements = statements();
-    assert!(
-        statements.len() > 40,
-        "found only {} statements in src/store; is the scanner still reading the code?",
-        statements.len()
-    );
+/// Checks every statement of `src/store` that `touches` picks: `keyed` holds for it, or it
+/// contains a fragment of `allowed` (the statements that span keys by design); an entry of
+/// `allowed` that no statement contains any more fails too. Returns how many it checked.
+fn assert_keyed(
+    touches: impl Fn(&str) -> bool,
+    keyed: impl Fn(&str) -> bool,
+    allowed: &[(&str, &str)],
+    advice: &str,
+) -> usize {
     let mut unkeyed = Vec::new();
-    let mut allowed_used = vec![false; CROSS_MATCH.len()];
-    let mut per_match = 0;
-    for statement in &statements {
+    let mut allowed_used = vec![false; allowed.len()];
+    let mut checked = 0;
+    for statement in statements() {
         let sql = normalise(&statement.sql);
-        if !PER_MATCH.iter().any(|table| mentions(&sql, table)) {
+        if !touches(&sql) {
             continue;
         }
-        per_match += 1;
-        if let Some(index) = CROSS_MATCH
+        checked += 1;
+        if let Some(index) = allowed
             .iter()
             .position(|(fragment, _)| sql.contains(fragment))
         {
             allowed_used[index] = true;
             continue;
         }
-        if !keyed_by_match(&sql) {
+        if !keyed(&sql) {
             unkeyed.push(format!("{}: {sql}", statement.file.display()));
         }
     }
-    assert!(
-        unkeyed.is_empty(),
-        "statements on per-match tables that name no match (key them by match_id, or add them \
-         to CROSS_MATCH with the reason and to docs/scaling.md):\n{}",
-        unkeyed.join("\n")
-    );
-    let stale: Vec<&str> = CROSS_MATCH
+    assert!(unkeyed.is_empty(), "{advice}:\n{}", unkeyed.join("\n"));
+    let stale: Vec<&str> = allowed
         .iter()
         .zip(&allowed_used)
         .filter(|(_, used)| !**used)
@@ -325,11 +321,27 @@ fn every_statement_on_a_per_match_table_names_its_matches() {
         .collect();
     assert!(
         stale.is_empty(),
-        "CROSS_MATCH entries that match no statement any more (remove them): {stale:?}"
+        "allowed entries that match no statement any more (remove them): {stale:?}"
+    );
+    checked
+}
+
+#[test]
+fn every_statement_on_a_per_match_table_names_its_matches() {
+    let statements = statements().len();
+    assert!(
+        statements > 40,
+        "found only {statements} statements in src/store; is the scanner still reading the code?"
+    );
+    let per_match = assert_keyed(
+        |sql| PER_MATCH.iter().any(|table| mentions(sql, table)),
+        keyed_by_match,
+        CROSS_MATCH,
+        "statements on per-match tables that name no match (key them by match_id, or add them \
+         to CROSS_MATCH with the reason and to docs/scaling.md)",
     );
     eprintln!(
-        "{per_match} of {} statements touch per-match tables; {} of them span matches by design",
-        statements.len(),
+        "{per_match} of {statements} statements touch per-match tables; {} of them span matches by design",
         CROSS_MATCH.len()
     );
 }
@@ -369,45 +381,16 @@ fn keyed_by_player(sql: &str) -> bool {
 
 #[test]
 fn every_statement_on_player_matches_names_its_players() {
-    let mut unkeyed = Vec::new();
-    let mut allowed_used = vec![false; CROSS_PLAYER.len()];
-    let mut by_player = 0;
-    for statement in statements() {
-        let sql = normalise(&statement.sql);
-        if !mentions(&sql, "player_matches") {
-            continue;
-        }
-        by_player += 1;
-        if let Some(index) = CROSS_PLAYER
-            .iter()
-            .position(|(fragment, _)| sql.contains(fragment))
-        {
-            allowed_used[index] = true;
-            continue;
-        }
-        if !keyed_by_player(&sql) {
-            unkeyed.push(format!("{}: {sql}", statement.file.display()));
-        }
-    }
+    let by_player = assert_keyed(
+        |sql| mentions(sql, "player_matches"),
+        keyed_by_player,
+        CROSS_PLAYER,
+        "statements on player_matches that name no player (key them by player_id, or add \
+         them to CROSS_PLAYER with the reason and to docs/scaling.md)",
+    );
     assert!(
         by_player >= 6,
         "only {by_player} statements on player_matches?"
-    );
-    assert!(
-        unkeyed.is_empty(),
-        "statements on player_matches that name no player (key them by player_id, or add \
-         them to CROSS_PLAYER with the reason and to docs/scaling.md):\n{}",
-        unkeyed.join("\n")
-    );
-    let stale: Vec<&str> = CROSS_PLAYER
-        .iter()
-        .zip(&allowed_used)
-        .filter(|(_, used)| !**used)
-        .map(|((fragment, _), _)| *fragment)
-        .collect();
-    assert!(
-        stale.is_empty(),
-        "CROSS_PLAYER entries that match nothing: {stale:?}"
     );
     assert!(keyed_by_player(
         "select 1 from player_matches where player_id = $1"
