@@ -5,6 +5,7 @@
 use crate::common;
 use crate::ladder_support;
 
+use chrono::{DateTime, Utc};
 use common::{Player, TestApp, spawn_app, unique};
 use ladder_support::{clock_ahead, place, play_out, ranked, ranked_all_sunk, resign, started};
 use serde_json::json;
@@ -123,9 +124,18 @@ async fn a_tampered_rating_is_caught(pool: PgPool) {
     );
 }
 
-/// Writes a whole match as the service would, from events made by the engine; with
-/// `forge`, one shot that missed is recorded as a hit.
-async fn write_match(app: &TestApp, a: &Player, b: &Player, forge: bool) -> String {
+/// A statki match `a` created at the database's time, as the engine made it: its log so
+/// far, its state, and the draw every later command uses.
+struct Created {
+    a: Uuid,
+    b: Uuid,
+    now: DateTime<Utc>,
+    log: Vec<Event>,
+    state: Match,
+    draw: Draw,
+}
+
+async fn created(app: &TestApp, a: &Player, b: &Player) -> Created {
     let (a, b) = (
         Uuid::parse_str(&a.id).unwrap(),
         Uuid::parse_str(&b.id).unwrap(),
@@ -136,8 +146,48 @@ async fn write_match(app: &TestApp, a: &Player, b: &Player, forge: bool) -> Stri
         shot_seconds: 30,
     };
     let rules = MatchRules::new(RuleSetId::Statki, HouseOptions::default(), clock, 900).unwrap();
-    let mut log = vec![Match::create(a, rules, false, None, now).unwrap()];
-    let mut state = Match::fold(&log).unwrap();
+    let log = vec![Match::create(a, rules, false, None, now).unwrap()];
+    let state = Match::fold(&log).unwrap();
+    let draw = Draw {
+        coin: false,
+        salt: [7; 16],
+    };
+    Created {
+        a,
+        b,
+        now,
+        log,
+        state,
+        draw,
+    }
+}
+
+/// Stores the match row of `state` (its events are appended by the caller, as it forges them).
+async fn insert_row(app: &TestApp, state: &Match, events: usize, now: DateTime<Utc>) -> Uuid {
+    let id = Uuid::now_v7();
+    statki::store::matches::insert(
+        &mut app.pool.acquire().await.unwrap(),
+        id,
+        state,
+        events as i64,
+        now,
+    )
+    .await
+    .unwrap();
+    id
+}
+
+/// Writes a whole match as the service would, from events made by the engine; with
+/// `forge`, one shot that missed is recorded as a hit.
+async fn write_match(app: &TestApp, a: &Player, b: &Player, forge: bool) -> String {
+    let Created {
+        a,
+        b,
+        now,
+        mut log,
+        mut state,
+        draw,
+    } = created(app, a, b).await;
     let placements: Vec<Placement> = ["A1", "A3", "A5", "A7", "A9"]
         .iter()
         .map(|cell| Placement {
@@ -145,10 +195,6 @@ async fn write_match(app: &TestApp, a: &Player, b: &Player, forge: bool) -> Stri
             orientation: Orientation::Horizontal,
         })
         .collect();
-    let draw = Draw {
-        coin: false,
-        salt: [7; 16],
-    };
     for (actor, command) in [
         (b, Command::Join),
         (
@@ -183,16 +229,7 @@ async fn write_match(app: &TestApp, a: &Player, b: &Player, forge: bool) -> Stri
     log.extend(shot);
     log.extend(state.execute(b, &Command::Resign, now, draw).unwrap());
 
-    let id = Uuid::now_v7();
-    statki::store::matches::insert(
-        &mut app.pool.acquire().await.unwrap(),
-        id,
-        &state,
-        log.len() as i64,
-        now,
-    )
-    .await
-    .unwrap();
+    let id = insert_row(app, &state, log.len(), now).await;
     statki::store::events::append(&app.pool, id, 0, now, &log)
         .await
         .unwrap();
@@ -323,23 +360,15 @@ async fn the_binary_exits_non_zero_on_a_mismatch(pool: PgPool) {
 /// write would, except that the second reaction of `a` is stored `gap_ms` after the rest.
 async fn write_reactions(app: &TestApp, a: &Player, b: &Player, gap_ms: i64) -> String {
     use statki::engine::Reaction;
-    let (a, b) = (
-        Uuid::parse_str(&a.id).unwrap(),
-        Uuid::parse_str(&b.id).unwrap(),
-    );
-    let now = ladder_support::db_now(app).await;
+    let Created {
+        a,
+        b,
+        now,
+        mut log,
+        mut state,
+        draw,
+    } = created(app, a, b).await;
     let later = now + chrono::Duration::milliseconds(gap_ms);
-    let clock = Clock {
-        placement_seconds: 120,
-        shot_seconds: 30,
-    };
-    let rules = MatchRules::new(RuleSetId::Statki, HouseOptions::default(), clock, 900).unwrap();
-    let mut log = vec![Match::create(a, rules, false, None, now).unwrap()];
-    let mut state = Match::fold(&log).unwrap();
-    let draw = Draw {
-        coin: false,
-        salt: [7; 16],
-    };
     let react = |reaction| Command::React { reaction };
     log.extend(state.execute(b, &Command::Join, now, draw).unwrap());
     log.extend(
@@ -362,16 +391,7 @@ async fn write_reactions(app: &TestApp, a: &Player, b: &Player, gap_ms: i64) -> 
             .unwrap(),
     );
     log.extend(state.execute(b, &Command::Resign, later, draw).unwrap());
-    let id = Uuid::now_v7();
-    statki::store::matches::insert(
-        &mut app.pool.acquire().await.unwrap(),
-        id,
-        &state,
-        log.len() as i64,
-        now,
-    )
-    .await
-    .unwrap();
+    let id = insert_row(app, &state, log.len(), now).await;
     statki::store::events::append(&app.pool, id, 0, now, &log[..early])
         .await
         .unwrap();
