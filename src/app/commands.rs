@@ -319,13 +319,12 @@ async fn lane(
         }
         waiting = split.later;
         let more_waiting = !waiting.is_empty() || !queue.is_empty();
-        let batch = split.batch;
         if !run(
             &pool,
             &routes.kind,
             &cache,
             &mut connection,
-            batch,
+            split.batch,
             more_waiting,
         )
         .await
