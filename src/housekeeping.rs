@@ -60,9 +60,11 @@ const PURGE_BATCH: i64 = 5_000;
 /// Returns how many were deleted. Replicas running it at once share the work.
 pub async fn purge_expired_keys(pool: &PgPool, now: DateTime<Utc>) -> Result<u64, StoreError> {
     let before = now - idempotency::KEY_LIFETIME;
+    // Asked each round, never per command: the pool may be any database.
+    let kind = store::citus::Kind::of(pool).await?;
     let mut total = 0;
     loop {
-        let deleted = idempotency::purge(pool, before, PURGE_BATCH).await?;
+        let deleted = idempotency::purge(pool, kind, before, PURGE_BATCH).await?;
         total += deleted;
         if deleted < PURGE_BATCH as u64 {
             return Ok(total);
@@ -72,7 +74,8 @@ pub async fn purge_expired_keys(pool: &PgPool, now: DateTime<Utc>) -> Result<u64
 
 /// Reads the matches per phase into the `statki_matches` gauge.
 pub async fn refresh_gauges(pool: &PgPool) -> Result<(), StoreError> {
-    for (phase, count) in store::matches::count_by_phase(pool).await? {
+    let kind = store::citus::Kind::of(pool).await?;
+    for (phase, count) in store::matches::count_by_phase(pool, kind).await? {
         metrics::gauge!("statki_matches", "phase" => phase).set(count as f64);
     }
     Ok(())

@@ -452,11 +452,12 @@ async fn measure(
     side.push(("event stream catch-up, a whole match".into(), streams));
 
     // The periodic polls, as the clock task and the bot worker run them.
+    let kind = statki::store::citus::Kind::of(&admin).await.unwrap();
     let clock = sample(samples, |_| {
         let admin = admin.clone();
         async move {
             let mut tx = admin.begin().await.unwrap();
-            statki::store::matches::claim_due(&mut tx, Utc::now(), 32)
+            statki::store::matches::claim_due(&mut tx, kind, Utc::now(), 32)
                 .await
                 .unwrap();
             tx.rollback().await.unwrap();
@@ -471,6 +472,7 @@ async fn measure(
             let mut tx = admin.begin().await.unwrap();
             statki::store::bots::claim_turns(
                 &mut tx,
+                kind,
                 now - chrono::Duration::milliseconds(800),
                 now - chrono::Duration::milliseconds(500),
                 now + chrono::Duration::seconds(1),

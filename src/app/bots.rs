@@ -84,8 +84,10 @@ impl App {
         limit: i64,
     ) -> Result<BotBatch> {
         let mut tx = self.pool().begin().await?;
+        let kind = self.kind(&mut tx).await?;
         let claimed = bots::claim_turns(
             &mut tx,
+            kind,
             window.settled,
             window.setup_settled,
             window.urgent,
@@ -127,7 +129,7 @@ impl App {
             }
         }
         if !changes.is_empty() {
-            write::apply(&mut tx, changes, now).await?;
+            write::apply(&mut tx, kind, changes, now).await?;
         }
         tx.commit().await?;
         Ok(BotBatch {

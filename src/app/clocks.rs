@@ -6,6 +6,7 @@ use uuid::Uuid;
 
 use super::write::{self, Change};
 use super::{App, Result};
+use crate::store::citus::Kind;
 use crate::store::matches;
 use crate::store::replicas::{self, Plan};
 
@@ -62,7 +63,8 @@ impl App {
     #[tracing::instrument(skip(self))]
     pub async fn expire_batch(&self, now: DateTime<Utc>, limit: i64) -> Result<Expired> {
         let mut tx = self.pool().begin().await?;
-        let due = matches::claim_due(&mut tx, now, limit).await?;
+        let kind = self.kind(&mut tx).await?;
+        let due = matches::claim_due(&mut tx, kind, now, limit).await?;
         let claimed = due.len();
         let mut changes = Vec::with_capacity(claimed);
         let mut early = Vec::new();
@@ -95,7 +97,7 @@ impl App {
         }
         let expired = changes.len();
         if expired > 0 {
-            write::apply(&mut tx, changes, now).await?;
+            write::apply(&mut tx, kind, changes, now).await?;
         }
         let rearmed = early.len();
         if rearmed > 0 {
@@ -139,7 +141,8 @@ impl App {
             let micros = (now - last).num_microseconds().unwrap_or(i64::MAX);
             let outage = Duration::milliseconds(micros.saturating_add(999) / 1000);
             if outage > threshold {
-                let changed = extend_clocks(&mut tx, last, outage, now).await?;
+                let kind = self.kind(&mut tx).await?;
+                let changed = extend_clocks(&mut tx, kind, last, outage, now).await?;
                 given = Some((outage, changed));
             }
         }
@@ -154,13 +157,14 @@ impl App {
 /// since it was listed (a command got in first) is fresh and left alone.
 async fn extend_clocks(
     tx: &mut sqlx::PgConnection,
+    kind: Kind,
     since: DateTime<Utc>,
     by: Duration,
     now: DateTime<Utc>,
 ) -> Result<usize> {
     let listed = matches::with_deadline_after(&mut *tx, since).await?;
     let ids: Vec<Uuid> = listed.iter().map(|(id, _)| *id).collect();
-    let (locked, _) = matches::lock_many(&mut *tx, &ids).await?;
+    let (locked, _) = matches::lock_many(&mut *tx, kind, &ids).await?;
     let mut changes = Vec::new();
     for matches::Locked { id, row } in locked {
         let Ok(row) = row else { continue };
@@ -175,7 +179,7 @@ async fn extend_clocks(
     }
     let changed = changes.len();
     if changed > 0 {
-        write::apply(tx, changes, now).await?;
+        write::apply(tx, kind, changes, now).await?;
     }
     Ok(changed)
 }

@@ -31,6 +31,7 @@ use super::resources::{MatchResource, ShotAnswer};
 use super::write::{self, Change, Extras, Judged, Stored};
 use super::{AppError, Result};
 use crate::engine::Command;
+use crate::store::citus::{Kind, KindCell};
 use crate::store::{self, StoreError, idempotency as keys, matches};
 
 /// Most commands one batch decides and stores together.
@@ -97,6 +98,7 @@ const PLACEMENTS_LIFETIME: std::time::Duration = std::time::Duration::from_secs(
 /// On plain PostgreSQL every match is on the one server and nothing is routed.
 pub(crate) struct Routes {
     pool: PgPool,
+    kind: KindCell,
     state: std::sync::RwLock<RouteState>,
 }
 
@@ -120,9 +122,10 @@ pub(crate) struct Route {
 }
 
 impl Routes {
-    fn new(pool: PgPool) -> Self {
+    fn new(pool: PgPool, kind: KindCell) -> Self {
         Routes {
             pool,
+            kind,
             state: std::sync::RwLock::new(RouteState::Unknown),
         }
     }
@@ -172,7 +175,7 @@ impl Routes {
 
     async fn read(&self) -> std::result::Result<(), StoreError> {
         let mut conn = self.pool.acquire().await?;
-        let next = if store::citus::distributed(&mut conn).await? {
+        let next = if self.kind.get(&mut *conn).await?.distributed() {
             RouteState::Citus {
                 placements: store::citus::placements(&mut conn).await?,
                 read_at: Instant::now(),
@@ -217,10 +220,11 @@ pub(crate) fn lane_of(match_id: Uuid, lanes: usize) -> usize {
 }
 
 impl Committer {
-    /// Starts `lanes` lanes on `pool`, keeping match states in up to `kept_bytes`.
-    pub fn start(pool: PgPool, lanes: usize, kept_bytes: u64) -> Self {
+    /// Starts `lanes` lanes on `pool`, whose database's kind `kind` keeps, keeping match
+    /// states in up to `kept_bytes`.
+    pub fn start(pool: PgPool, kind: KindCell, lanes: usize, kept_bytes: u64) -> Self {
         let cache = Arc::new(MatchCache::with_bytes(kept_bytes));
-        let routes = Arc::new(Routes::new(pool.clone()));
+        let routes = Arc::new(Routes::new(pool.clone(), kind));
         let senders: Vec<mpsc::Sender<Job>> = (0..lanes.max(1))
             .map(|_| {
                 let (jobs, queue) = mpsc::channel(QUEUE_CAPACITY);
@@ -315,7 +319,16 @@ async fn lane(
         }
         waiting = split.later;
         let more_waiting = !waiting.is_empty() || !queue.is_empty();
-        if !run(&pool, &cache, &mut connection, split.batch, more_waiting).await {
+        if !run(
+            &pool,
+            &routes.kind,
+            &cache,
+            &mut connection,
+            split.batch,
+            more_waiting,
+        )
+        .await
+        {
             routes.mark_stale();
         }
     }
@@ -409,6 +422,7 @@ impl Split {
 #[tracing::instrument(skip_all, fields(batch = jobs.len()))]
 async fn run(
     pool: &PgPool,
+    kind: &KindCell,
     cache: &MatchCache,
     connection: &mut Option<LaneConnection>,
     jobs: Vec<Job>,
@@ -418,7 +432,7 @@ async fn run(
     let mut decided = None;
     if let Some((rows, now)) = cache.take(&ids) {
         let source = Source::Cached(rows, now);
-        match attempt(pool, cache, connection, &jobs, more_waiting, source).await {
+        match attempt(pool, kind, cache, connection, &jobs, more_waiting, source).await {
             Ok(Attempt::Committed(replies)) => {
                 metrics::counter!("statki_command_batches_total", "decided_from" => "kept")
                     .increment(1);
@@ -451,8 +465,16 @@ async fn run(
         Some(outcomes) => outcomes,
         None => loop {
             attempts += 1;
-            let outcome =
-                attempt(pool, cache, connection, &jobs, more_waiting, Source::Locked).await;
+            let outcome = attempt(
+                pool,
+                kind,
+                cache,
+                connection,
+                &jobs,
+                more_waiting,
+                Source::Locked,
+            )
+            .await;
             if outcome.is_err() {
                 *connection = None;
             }
@@ -508,6 +530,7 @@ fn lost_deadlock(error: &AppError) -> bool {
 /// One try at a batch on the lane's connection (taking one from the pool if it has none).
 async fn attempt(
     pool: &PgPool,
+    kind: &KindCell,
     cache: &MatchCache,
     connection: &mut Option<LaneConnection>,
     jobs: &[Job],
@@ -521,7 +544,9 @@ async fn attempt(
             in_transaction: false,
         }),
     };
-    execute(lane, cache, jobs, more_waiting, source).await
+    // Asked of the database once per application, then kept: no query per batch.
+    let kind = kind.get(&mut *lane.conn).await?;
+    execute(lane, kind, cache, jobs, more_waiting, source).await
 }
 
 /// Where a batch's match states come from.
@@ -557,6 +582,7 @@ enum Plan {
 /// With `begin_next`, the commit also opens the next batch's transaction.
 async fn execute(
     lane: &mut LaneConnection,
+    kind: Kind,
     cache: &MatchCache,
     jobs: &[Job],
     begin_next: bool,
@@ -581,7 +607,7 @@ async fn execute(
                 })
             })
             .collect();
-        let claimed = keys::claim_many(&mut lane.conn, &claims).await?;
+        let claimed = keys::claim_many(&mut lane.conn, kind, &claims).await?;
         for (&i, claimed) in keyed.iter().zip(claimed) {
             if claimed {
                 claimed_keys.insert(i);
@@ -606,7 +632,7 @@ async fn execute(
                 .filter(|&i| plans[i].is_none())
                 .map(|i| jobs[i].match_id)
                 .collect();
-            let (locked, locked_at) = matches::lock_many(&mut lane.conn, &ids).await?;
+            let (locked, locked_at) = matches::lock_many(&mut lane.conn, kind, &ids).await?;
             let now = match locked_at {
                 Some(now) => now,
                 None => store::now(&mut *lane.conn).await?,
@@ -657,16 +683,13 @@ async fn execute(
         if !lane.in_transaction {
             lane.begin().await?;
         }
-        matches::lock_many(&mut lane.conn, &settling).await?;
+        matches::lock_many(&mut lane.conn, kind, &settling).await?;
     }
 
     // A batch decided from kept states whose changes are the write statement alone is that
     // one statement, atomic and durable on its own: no `BEGIN`, no `COMMIT`, one round trip.
     // On Citus the write is a statement per shard, so it always has a transaction.
-    if !lane.in_transaction
-        && (!changes.iter().all(Change::stands_alone)
-            || store::citus::distributed(&mut lane.conn).await?)
-    {
+    if !lane.in_transaction && (!changes.iter().all(Change::stands_alone) || kind.distributed()) {
         lane.begin().await?;
     }
     let folded = write::fold(&mut lane.conn, changes, now).await?;
@@ -715,7 +738,7 @@ async fn execute(
         releases,
         unexpired,
     };
-    match write::write(&mut lane.conn, &folded, extras, now).await? {
+    match write::write(&mut lane.conn, kind, &folded, extras, now).await? {
         Stored::All(read_now) => {
             if let Some(read_now) = read_now {
                 cache.read_clock(read_now, Instant::now());

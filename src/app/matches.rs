@@ -87,7 +87,8 @@ impl App {
         let now = store::now(&mut *tx).await?;
         let created = Match::create(creator, rules, request.ranked, request.opponent, now)?;
         let change = Change::new_match(Uuid::now_v7(), vec![created], now)?;
-        let folded = write::apply(&mut tx, vec![change], now).await?;
+        let kind = self.kind(&mut tx).await?;
+        let folded = write::apply(&mut tx, kind, vec![change], now).await?;
         let change = folded
             .first()
             .ok_or_else(|| AppError::Corrupt("no match created".into()))?;

@@ -21,6 +21,7 @@ use super::idempotency::{Answer, Idempotency, claim_or_replay, remember};
 use super::write::{self, Change, push_notices};
 use super::{App, AppError, NewMatch, Result};
 use crate::engine::{Command, Match, MatchRules, Phase, Refusal, RuleSetId};
+use crate::store::citus::Kind;
 use crate::store::queue::{self, Entry, Window};
 use crate::store::{matches, notices, ratings, rematch};
 
@@ -125,6 +126,7 @@ async fn in_live_match(conn: &mut PgConnection, player: Uuid) -> Result<bool> {
 /// match's id; the use case tells the players.
 pub(crate) async fn start_match(
     conn: &mut PgConnection,
+    kind: Kind,
     rules: MatchRules,
     ranked: bool,
     first: Uuid,
@@ -138,7 +140,7 @@ pub(crate) async fn start_match(
     let mut events = vec![created];
     events.extend(joined);
     let id = Uuid::now_v7();
-    write::apply(conn, vec![Change::new_match(id, events, now)?], now).await?;
+    write::apply(conn, kind, vec![Change::new_match(id, events, now)?], now).await?;
     metrics::counter!("statki_matches_arranged_total").increment(1);
     Ok(id)
 }
@@ -146,13 +148,14 @@ pub(crate) async fn start_match(
 /// Starts the ranked match of a pair (`first` waited longer) and tells both.
 async fn pair(
     conn: &mut PgConnection,
+    kind: Kind,
     rules: MatchRules,
     first: Uuid,
     second: Uuid,
     now: DateTime<Utc>,
     notes: &mut Vec<(Uuid, &'static str, Value)>,
 ) -> Result<Uuid> {
-    let match_id = start_match(conn, rules, true, first, second, now).await?;
+    let match_id = start_match(conn, kind, rules, true, first, second, now).await?;
     queue::mark_paired(&mut *conn, &[first, second], match_id, now).await?;
     for (player, opponent) in [(first, second), (second, first)] {
         let payload = json!({
@@ -200,11 +203,22 @@ pub async fn join(
     if !queue::join(&mut *tx, player, id.as_str(), rating, now, expires_at).await? {
         return Err(AppError::AlreadyQueued);
     }
-    let partner = queue::claim_partner(&mut tx, player, id.as_str(), rating, now, WINDOW).await?;
+    let kind = app.kind(&mut tx).await?;
+    let partner =
+        queue::claim_partner(&mut tx, kind, player, id.as_str(), rating, now, WINDOW).await?;
     let state = match partner {
         Some(partner) => {
             let mut notes = Vec::new();
-            let match_id = pair(&mut tx, rules, partner.player_id, player, now, &mut notes).await?;
+            let match_id = pair(
+                &mut tx,
+                kind,
+                rules,
+                partner.player_id,
+                player,
+                now,
+                &mut notes,
+            )
+            .await?;
             push_notices(&mut tx, notes).await?;
             QueueState::Paired {
                 ruleset: id,
@@ -286,7 +300,8 @@ pub async fn sweep(app: &App, now: DateTime<Utc>) -> Result<Sweep> {
     let paired_before = now - chrono::Duration::seconds(PAIRED_KEEP_SECONDS);
     let purged =
         queue::purge(&mut *tx, now, paired_before).await? + rematch::purge(&mut *tx, now).await?;
-    let entries = queue::claim_waiting(&mut tx, now, SWEEP_BATCH).await?;
+    let kind = app.kind(&mut tx).await?;
+    let entries = queue::claim_waiting(&mut tx, kind, now, SWEEP_BATCH).await?;
     let plan = plan_pairs(&entries, now);
     let started = db_now(&mut tx).await?;
     let mut notes = Vec::new();
@@ -296,7 +311,7 @@ pub async fn sweep(app: &App, now: DateTime<Utc>) -> Result<Sweep> {
         };
         let rules = ranked_rules(app, ruleset)?;
         let (first, second) = (entries[a].player_id, entries[b].player_id);
-        pair(&mut tx, rules, first, second, started, &mut notes).await?;
+        pair(&mut tx, kind, rules, first, second, started, &mut notes).await?;
     }
     push_notices(&mut tx, notes).await?;
     tx.commit().await?;
@@ -468,7 +483,8 @@ async fn rematch_in(
             state.player(1).unwrap_or(opponent),
             state.player(0).unwrap_or(player),
         );
-        let rematch_id = start_match(tx, rules, ranked, first, second, now).await?;
+        let kind = app.kind(&mut *tx).await?;
+        let rematch_id = start_match(tx, kind, rules, ranked, first, second, now).await?;
         rematch::record_started(tx, match_id, rematch_id, now).await?;
         queue::drop_waiting(&mut *tx, &[first, second]).await?;
         let payload = |opponent: Uuid| {

@@ -74,6 +74,8 @@ struct Inner {
     pool: PgPool,
     /// Reads that may lag (docs/scaling.md): a standby's pool, or `pool` itself.
     reader: Option<PgPool>,
+    /// Plain PostgreSQL or Citus: asked of `pool`'s database once, shared with the lanes.
+    kind: crate::store::citus::KindCell,
     settings: GameSettings,
     tokens: Tokens,
     committer: commands::Committer,
@@ -108,11 +110,14 @@ impl App {
         tokens: Tokens,
         kept_bytes: u64,
     ) -> Self {
-        let committer = commands::Committer::start(pool.clone(), COMMIT_LANES, kept_bytes);
+        let kind = crate::store::citus::KindCell::default();
+        let committer =
+            commands::Committer::start(pool.clone(), kind.clone(), COMMIT_LANES, kept_bytes);
         App {
             inner: Arc::new(Inner {
                 pool,
                 reader,
+                kind,
                 settings,
                 tokens,
                 committer,
@@ -180,6 +185,12 @@ impl App {
         read(self.inner.pool.clone()).await
     }
 
+    /// What the database is (plain PostgreSQL or Citus), asked through `conn` the first
+    /// time only.
+    async fn kind(&self, conn: &mut sqlx::PgConnection) -> Result<crate::store::citus::Kind> {
+        Ok(self.inner.kind.get(conn).await?)
+    }
+
     /// The database's time: the only clock.
     async fn now(&self) -> Result<DateTime<Utc>> {
         Ok(crate::store::now(self.pool()).await?)
@@ -192,6 +203,7 @@ impl App {
 
     /// How many matches are in each phase (for metrics).
     pub async fn matches_by_phase(&self) -> Result<Vec<(String, i64)>> {
-        Ok(crate::store::matches::count_by_phase(self.pool()).await?)
+        let kind = self.inner.kind.get(self.pool()).await?;
+        Ok(crate::store::matches::count_by_phase(self.pool(), kind).await?)
     }
 }

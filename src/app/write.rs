@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use super::{AppError, Result, ladder};
 use crate::engine::{CancelReason, Command, Event, Match, Refusal};
+use crate::store::citus::Kind;
 use crate::store::idempotency::{Answer, KeyRef};
 use crate::store::matches::{Append, MatchRow, RowWrite, Write};
 use crate::store::player_matches::{self, Mirror};
@@ -225,6 +226,7 @@ pub(crate) enum Stored {
 /// the player notices the events cause.
 pub(crate) async fn write(
     conn: &mut PgConnection,
+    kind: Kind,
     folded: &[Folded],
     extras: Extras<'_>,
     now: DateTime<Utc>,
@@ -257,6 +259,7 @@ pub(crate) async fn write(
     if !appends.is_empty() || !extras.answers.is_empty() || !extras.releases.is_empty() {
         let written = matches::write(
             &mut *conn,
+            kind,
             now,
             &Write {
                 appends: &appends,
@@ -296,11 +299,12 @@ pub(crate) async fn write(
 /// [`fold`] then [`write`], for use cases with nothing else to record.
 pub(crate) async fn apply(
     conn: &mut PgConnection,
+    kind: Kind,
     changes: Vec<Change>,
     now: DateTime<Utc>,
 ) -> Result<Vec<Folded>> {
     let folded = fold(&mut *conn, changes, now).await?;
-    if let Stored::Moved = write(conn, &folded, Extras::default(), now).await? {
+    if let Stored::Moved = write(conn, kind, &folded, Extras::default(), now).await? {
         // The callers lock their rows before deciding, so nothing can move them.
         return Err(AppError::Corrupt(
             "a locked match row moved before its write".into(),

@@ -132,12 +132,13 @@ pub const CLAIM_TURNS: &str = "WITH settled AS (
 /// finds the due turns with a read of every shard and claims each match on its own.
 pub async fn claim_turns(
     conn: &mut sqlx::PgConnection,
+    kind: super::citus::Kind,
     settled: DateTime<Utc>,
     setup_settled: DateTime<Utc>,
     urgent: DateTime<Utc>,
     limit: i64,
 ) -> Result<Vec<BotTurn>, StoreError> {
-    if super::citus::distributed(&mut *conn).await? {
+    if kind.distributed() {
         let rows = super::citus::claim_turns(conn, settled, setup_settled, urgent, limit).await?;
         return Ok(rows.into_iter().map(BotTurn::from).collect());
     }

@@ -3,37 +3,58 @@
 //! each (one match's rows), used there instead of the single batch statement of
 //! [`super::matches::write`], which Citus cannot plan across shards.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use chrono::{DateTime, Utc};
-use sqlx::PgConnection;
+use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
 use super::StoreError;
 use super::bots::TurnRecord;
 use super::matches::{Locked, MatchRecord, RowWrite, Write, Written};
 
-const UNKNOWN: u8 = 0;
-const PLAIN: u8 = 1;
-const DISTRIBUTED: u8 = 2;
+/// What a database is: plain PostgreSQL, or distributed with Citus. It belongs to the
+/// database, not to the process: one process may serve several (the tests do, plain and
+/// Citus side by side), so whoever holds a database's pool keeps its kind in a
+/// [`KindCell`] and passes it to the statements that differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Plain,
+    /// The `citus` extension exists in the database.
+    Citus,
+}
 
-/// What the process's database is. One process serves one database (or, in the tests, many
-/// databases of one server, all made alike by `scripts/citus`), so it is asked once.
-static KIND: AtomicU8 = AtomicU8::new(UNKNOWN);
-
-/// Whether the database is distributed with Citus: the `citus` extension exists in it.
-pub async fn distributed(conn: &mut PgConnection) -> Result<bool, StoreError> {
-    match KIND.load(Ordering::Relaxed) {
-        PLAIN => return Ok(false),
-        DISTRIBUTED => return Ok(true),
-        _ => {}
+impl Kind {
+    /// Asks the database what it is (one query; keep the answer in a [`KindCell`]).
+    pub async fn of(db: impl PgExecutor<'_>) -> Result<Kind, StoreError> {
+        let citus: bool =
+            sqlx::query_scalar("SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')")
+                .fetch_one(db)
+                .await?;
+        Ok(if citus { Kind::Citus } else { Kind::Plain })
     }
-    let citus: bool =
-        sqlx::query_scalar("SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')")
-            .fetch_one(&mut *conn)
-            .await?;
-    KIND.store(if citus { DISTRIBUTED } else { PLAIN }, Ordering::Relaxed);
-    Ok(citus)
+
+    /// Whether the database is distributed with Citus.
+    pub fn distributed(self) -> bool {
+        self == Kind::Citus
+    }
+}
+
+/// One database's [`Kind`], asked the first time it is needed and kept from then on, so
+/// commands never pay a query for it. Made with the database's pool (the application keeps
+/// one beside its pool); clones share the answer.
+#[derive(Clone, Debug, Default)]
+pub struct KindCell(Arc<OnceLock<Kind>>);
+
+impl KindCell {
+    /// The kind, asking the database through `db` only the first time.
+    pub async fn get(&self, db: impl PgExecutor<'_>) -> Result<Kind, StoreError> {
+        if let Some(kind) = self.0.get() {
+            return Ok(*kind);
+        }
+        let kind = Kind::of(db).await?;
+        Ok(*self.0.get_or_init(|| kind))
+    }
 }
 
 /// [`super::matches::lock_many`] on Citus: a multi-shard `FOR UPDATE` is not supported, so

@@ -104,9 +104,10 @@ pub struct Claim<'a> {
 /// On Citus each key is claimed by a statement of its match's shard.
 pub async fn claim_many(
     conn: &mut sqlx::PgConnection,
+    kind: super::citus::Kind,
     claims: &[Claim<'_>],
 ) -> Result<Vec<bool>, StoreError> {
-    if super::citus::distributed(&mut *conn).await? {
+    if kind.distributed() {
         let mut order: Vec<usize> = (0..claims.len()).collect();
         order.sort_by_key(|&i| (claims[i].match_id, claims[i].player, claims[i].key));
         let mut claimed = vec![false; claims.len()];
@@ -243,6 +244,7 @@ const PURGE_MATCH_KEYS: &str = "DELETE FROM match_command_keys
 /// multi-shard `FOR UPDATE` is not supported), each shard down its index of age.
 pub async fn purge(
     pool: &sqlx::PgPool,
+    kind: super::citus::Kind,
     before: DateTime<Utc>,
     batch: i64,
 ) -> Result<u64, StoreError> {
@@ -252,17 +254,16 @@ pub async fn purge(
         .execute(pool)
         .await?
         .rows_affected();
-    let mut conn = pool.acquire().await?;
-    let match_keys = if super::citus::distributed(&mut conn).await? {
+    let match_keys = if kind.distributed() {
         sqlx::query("DELETE FROM match_command_keys WHERE created_at < $1")
             .bind(before)
-            .execute(&mut *conn)
+            .execute(pool)
             .await?
     } else {
         sqlx::query(PURGE_MATCH_KEYS)
             .bind(before)
             .bind(batch)
-            .execute(&mut *conn)
+            .execute(pool)
             .await?
     }
     .rows_affected();

@@ -214,9 +214,10 @@ pub struct Locked {
 /// sets never deadlock; with the database's time. Ids without a row are left out.
 pub async fn lock_many(
     conn: &mut sqlx::PgConnection,
+    kind: super::citus::Kind,
     ids: &[Uuid],
 ) -> Result<(Vec<Locked>, Option<DateTime<Utc>>), StoreError> {
-    if super::citus::distributed(&mut *conn).await? {
+    if kind.distributed() {
         return super::citus::lock_many(conn, ids).await;
     }
     let rows = sqlx::query_as::<_, LockedRecord>(
@@ -314,10 +315,11 @@ pub struct Written {
 /// ([`super::citus::write`]), and needs the caller's transaction.
 pub async fn write(
     conn: &mut sqlx::PgConnection,
+    kind: super::citus::Kind,
     at: DateTime<Utc>,
     batch: &Write<'_>,
 ) -> Result<Written, StoreError> {
-    if super::citus::distributed(&mut *conn).await? {
+    if kind.distributed() {
         return super::citus::write(conn, at, batch).await;
     }
     let total = batch.appends.iter().map(|a| a.events.len()).sum();
@@ -623,10 +625,11 @@ pub const CLAIM_DUE: &str = "SELECT id, snapshot, last_seq, created_at FROM matc
 /// the due matches with a read of every shard and claims each on its own shard.
 pub async fn claim_due(
     conn: &mut sqlx::PgConnection,
+    kind: super::citus::Kind,
     now: DateTime<Utc>,
     limit: i64,
 ) -> Result<Vec<Locked>, StoreError> {
-    if super::citus::distributed(&mut *conn).await? {
+    if kind.distributed() {
         return super::citus::claim_due(conn, now, limit).await;
     }
     let rows = sqlx::query_as::<_, MatchRecord>(CLAIM_DUE)
@@ -677,9 +680,12 @@ pub const PHASE_COUNTS: &str = "SELECT phase, sum(n)::bigint AS n FROM (
 ///
 /// On Citus the triggers cannot write to the coordinator from a shard (migration 0030
 /// drops them), so the counts are a count of every shard, in parallel.
-pub async fn count_by_phase(db: &sqlx::PgPool) -> Result<Vec<(String, i64)>, StoreError> {
+pub async fn count_by_phase(
+    db: &sqlx::PgPool,
+    kind: super::citus::Kind,
+) -> Result<Vec<(String, i64)>, StoreError> {
     let mut tx = db.begin().await?;
-    if super::citus::distributed(&mut tx).await? {
+    if kind.distributed() {
         let counts = sqlx::query_as(
             "SELECT phase, count(*) AS n FROM matches GROUP BY phase ORDER BY phase",
         )

@@ -96,13 +96,14 @@ pub async fn leave(
 /// that player's shard whether they are playing, and so on down the candidates.
 pub async fn claim_partner(
     conn: &mut PgConnection,
+    kind: super::citus::Kind,
     player: Uuid,
     ruleset: &str,
     rating: f64,
     now: DateTime<Utc>,
     window: Window,
 ) -> Result<Option<Entry>, StoreError> {
-    if super::citus::distributed(&mut *conn).await? {
+    if kind.distributed() {
         return super::citus::claim_partner(conn, player, ruleset, rating, now, window).await;
     }
     Ok(sqlx::query_as(
@@ -137,10 +138,11 @@ pub async fn claim_partner(
 /// players it finds in a live match.
 pub async fn claim_waiting(
     conn: &mut PgConnection,
+    kind: super::citus::Kind,
     now: DateTime<Utc>,
     limit: i64,
 ) -> Result<Vec<Entry>, StoreError> {
-    if super::citus::distributed(&mut *conn).await? {
+    if kind.distributed() {
         return super::citus::claim_waiting(conn, now, limit).await;
     }
     Ok(sqlx::query_as(

@@ -118,10 +118,10 @@ const BY_PLAYER: &[(&str, &str)] = &[
 ];
 
 async fn distributed(pool: &PgPool) -> bool {
-    let mut conn = pool.acquire().await.expect("a connection");
-    statki::store::citus::distributed(&mut conn)
+    statki::store::citus::Kind::of(pool)
         .await
         .expect("ask for the citus extension")
+        .distributed()
 }
 
 /// The distributed and reference tables: `(table, kind)`.

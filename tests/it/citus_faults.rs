@@ -11,12 +11,15 @@
 //!   (`citus_rebalance_start`) while matches are played: no acknowledged shot is lost or
 //!   duplicated, every match has one result, the event log still refuses `UPDATE` and
 //!   `DELETE` on the moved shards.
+//! - A third worker is added (`scripts/citus add-worker`) and the cluster rebalanced onto
+//!   it while matches are played: shards now sit on the new worker, no acknowledged shot is
+//!   lost or duplicated, every match has one result.
 //!
 //! `statki verify` passes on the cluster after each. The figures are printed for
 //! docs/scaling.md. Where Citus is not installed (and cannot be built from the vendored
 //! source), the tests say so and pass without running. Ports: `STATKI_TEST_CITUS_FAULTS_PORT`
-//! (default 9910) for the first test's coordinator, workers on the next ports, and ten
-//! above for the second.
+//! (default 9910) for the first test's coordinator, workers on the next ports, ten above
+//! for the second and twenty above for the third.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -29,7 +32,9 @@ use reqwest::StatusCode;
 use serde_json::json;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
+use statki::app::GameSettings;
 use statki::engine::Clock;
+use tokio::task::JoinHandle;
 
 use crate::common::{self, Player, TestApp};
 
@@ -74,20 +79,14 @@ struct Cluster {
 
 impl Cluster {
     fn script(&self, args: &[&str]) -> String {
-        let output = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/citus"))
-            .args(args)
-            .arg("--dir")
-            .arg(&self.dir)
-            .env("STATKI_CITUS_FOR_TESTS", "1")
-            .output()
-            .expect("run scripts/citus");
-        assert!(
-            output.status.success(),
-            "scripts/citus {args:?}: {}\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8_lossy(&output.stdout).into_owned()
+        common::run_ok(
+            common::script("citus")
+                .args(args)
+                .arg("--dir")
+                .arg(&self.dir)
+                .env("STATKI_CITUS_FOR_TESTS", "1"),
+            &format!("scripts/citus {args:?}"),
+        )
     }
 
     fn up(name: &str, port: u16) -> Cluster {
@@ -105,17 +104,18 @@ impl Cluster {
         format!("postgres://postgres@127.0.0.1:{}/statki", self.port)
     }
 
-    async fn run(&self, args: &'static [&'static str]) -> Instant {
+    /// Runs `scripts/citus` off the runtime's threads; what it printed, and when it ended.
+    async fn run(&self, args: &'static [&'static str]) -> (String, Instant) {
         let cluster = Cluster {
             dir: self.dir.clone(),
             port: self.port,
         };
         let done = tokio::task::spawn_blocking(move || {
-            cluster.script(args);
+            let printed = cluster.script(args);
             let done = Instant::now();
             // Not dropped: that would take the cluster down.
             std::mem::forget(cluster);
-            done
+            (printed, done)
         });
         done.await.unwrap()
     }
@@ -123,7 +123,7 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        let _ = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/citus"))
+        let _ = common::script("citus")
             .args(["down", "--dir"])
             .arg(&self.dir)
             .output();
@@ -314,21 +314,6 @@ async fn check_logs(pool: &PgPool, played: &[Played]) -> (usize, usize) {
     (stored_total, duplicated)
 }
 
-fn verify(url: &str) {
-    let verified = Command::new(env!("CARGO_BIN_EXE_statki"))
-        .arg("verify")
-        .env("DATABASE_URL", url)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("run statki verify");
-    assert!(
-        verified.status.success(),
-        "statki verify failed:\n{}\n{}",
-        String::from_utf8_lossy(&verified.stdout),
-        String::from_utf8_lossy(&verified.stderr)
-    );
-}
-
 async fn pool_for(cluster: &Cluster) -> PgPool {
     PgPoolOptions::new()
         .max_connections(16)
@@ -338,36 +323,126 @@ async fn pool_for(cluster: &Cluster) -> PgPool {
         .expect("the coordinator")
 }
 
-/// Battles until each worker holds at least `per_worker` of them (match ids are random, so
-/// a few more are made when the draw is uneven).
-async fn battles_on_both(
-    app: &TestApp,
-    pool: &PgPool,
-    cluster: &Cluster,
-    per_worker: usize,
-) -> Vec<(String, [Player; 2], u16)> {
-    let mut matches = Vec::new();
-    let mut on = BTreeMap::<u16, usize>::new();
-    while on.get(&1).copied().unwrap_or(0) < per_worker
-        || on.get(&2).copied().unwrap_or(0) < per_worker
-    {
-        let (id, first, second) = app.battle_match("statki").await;
-        let worker = worker_of(pool, cluster, &id).await;
-        *on.entry(worker).or_default() += 1;
-        matches.push((id, [first, second], worker));
-        assert!(matches.len() < 40, "match ids keep landing on one worker");
+/// Rebalances the cluster (`citus_rebalance_start`, logical replication so writes go on)
+/// and waits for the end; how long it took.
+async fn rebalance(pool: &PgPool) -> Duration {
+    let rebalancing = Instant::now();
+    sqlx::query("SELECT citus_rebalance_start(shard_transfer_mode => 'force_logical')")
+        .execute(pool)
+        .await
+        .expect("start the rebalance");
+    sqlx::query("SELECT citus_rebalance_wait()")
+        .execute(pool)
+        .await
+        .expect("the rebalance finished");
+    rebalancing.elapsed()
+}
+
+/// Shards of `matches` per worker port.
+async fn placements(pool: &PgPool) -> Vec<(i32, i64)> {
+    sqlx::query_as(
+        "SELECT nodeport, count(*) FROM citus_shards WHERE table_name = 'matches'::regclass
+         GROUP BY 1 ORDER BY 1",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+/// A test's cluster (two workers) with the application served over its coordinator, and
+/// battles on both workers being played, `pause` between one match's shots.
+struct Play {
+    cluster: Cluster,
+    pool: PgPool,
+    app: Arc<TestApp>,
+    /// Each match: id, seats, the worker it was made on.
+    matches: Vec<(String, [Player; 2], u16)>,
+    tally: Arc<Tally>,
+    games: Vec<JoinHandle<Played>>,
+}
+
+impl Play {
+    /// `None` where Citus is not available (said, and the test passes without running).
+    async fn start(name: &str, port: u16, settings: GameSettings, pause: Duration) -> Option<Play> {
+        if !citus_available() {
+            eprintln!("skipped: Citus is not installed and its vendored source is not here");
+            return None;
+        }
+        let cluster = Cluster::up(name, port);
+        let pool = pool_for(&cluster).await;
+        let app = Arc::new(common::spawn_app_with(pool.clone(), settings).await);
+        // Battles until each worker holds at least three (match ids are random, so a few
+        // more are made when the draw is uneven), each played from the moment it is made:
+        // its shot clock runs from then.
+        let tally = Arc::new(Tally::default());
+        let (mut matches, mut games) = (Vec::new(), Vec::new());
+        let mut on = BTreeMap::<u16, usize>::new();
+        while on.get(&1).copied().unwrap_or(0) < 3 || on.get(&2).copied().unwrap_or(0) < 3 {
+            let (id, first, second) = app.battle_match("statki").await;
+            let players = [first, second];
+            games.push(tokio::spawn(play(
+                app.clone(),
+                tally.clone(),
+                id.clone(),
+                players.clone(),
+                pause,
+            )));
+            let worker = worker_of(&pool, &cluster, &id).await;
+            *on.entry(worker).or_default() += 1;
+            matches.push((id, players, worker));
+            assert!(matches.len() < 40, "match ids keep landing on one worker");
+        }
+        Some(Play {
+            cluster,
+            pool,
+            app,
+            matches,
+            tally,
+            games,
+        })
     }
-    matches
+
+    /// [`Play::start`] with the standard clocks and 1.2 s between a match's shots, and the
+    /// fault (shards moving) marked begun a second later, while the matches are played.
+    async fn moving_shards(name: &str, port: u16) -> Option<Play> {
+        let pause = Duration::from_millis(1200);
+        let run = Play::start(name, port, common::standard_settings(), pause).await?;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        run.tally.fault.store(true, Ordering::Relaxed);
+        Some(run)
+    }
+
+    /// Every acknowledged shot is among the `stored`, some were acknowledged while
+    /// `fault` lasted, and `statki verify` passes.
+    async fn no_shot_lost(self, stored: usize, fault: &str) {
+        let acknowledged = self.tally.acknowledged.load(Ordering::Relaxed);
+        assert_eq!(stored, acknowledged, "acknowledged shots lost");
+        assert!(
+            self.tally.during_fault.load(Ordering::Relaxed) > 0,
+            "no shot was played while {fault}: nothing was tested"
+        );
+        self.verify().await;
+    }
+
+    /// Waits until every match is played to its end.
+    async fn played(&mut self) -> Vec<Played> {
+        let mut played = Vec::new();
+        for game in std::mem::take(&mut self.games) {
+            played.push(game.await.expect("a match played to its end"));
+        }
+        played
+    }
+
+    /// Stops the application, then `statki verify` must pass on the cluster.
+    async fn verify(self) {
+        drop(self.app);
+        self.pool.close().await;
+        common::verify(&self.cluster.url(), "the Citus cluster");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_stopped_worker_answers_503_for_its_matches_only_and_loses_nothing() {
-    if !citus_available() {
-        eprintln!("skipped: Citus is not installed and its vendored source is not here");
-        return;
-    }
-    let cluster = Cluster::up("citus-worker-stop", base_port(0));
-    let pool = pool_for(&cluster).await;
     // A short shot clock, shorter than the outage: a match on the stopped worker would
     // lose on time if the outage were not given back.
     let mut settings = common::standard_settings();
@@ -375,43 +450,31 @@ async fn a_stopped_worker_answers_503_for_its_matches_only_and_loses_nothing() {
         placement_seconds: 120,
         shot_seconds: 5,
     };
-    let app = Arc::new(common::spawn_app_with(pool.clone(), settings).await);
+    let pause = Duration::from_millis(300);
+    let Some(mut run) = Play::start("citus-worker-stop", base_port(0), settings, pause).await
+    else {
+        return;
+    };
     let (stop_clock, stopped) = tokio::sync::watch::channel(false);
-    let clock = tokio::spawn(statki::clock::run(app.app.clone(), stopped));
-
-    let matches = battles_on_both(&app, &pool, &cluster, 3).await;
-    let tally = Arc::new(Tally::default());
-    let games: Vec<_> = matches
-        .iter()
-        .map(|(id, players, _)| {
-            tokio::spawn(play(
-                app.clone(),
-                tally.clone(),
-                id.clone(),
-                players.clone(),
-                Duration::from_millis(300),
-            ))
-        })
-        .collect();
+    let clock = tokio::spawn(statki::clock::run(run.app.app.clone(), stopped));
+    let (cluster, pool, tally) = (&run.cluster, run.pool.clone(), run.tally.clone());
 
     tokio::time::sleep(Duration::from_secs(2)).await;
     let before = tally.acknowledged.load(Ordering::Relaxed);
-    let stopped_at = cluster.run(&["stop-worker", "2"]).await;
+    let (_, stopped_at) = cluster.run(&["stop-worker", "2"]).await;
     tally.fault.store(true, Ordering::Relaxed);
     // Longer than the shot clock.
     tokio::time::sleep(Duration::from_secs(8)).await;
     tally.fault.store(false, Ordering::Relaxed);
-    let started_at = cluster.run(&["start-worker", "2"]).await;
+    let (_, started_at) = cluster.run(&["start-worker", "2"]).await;
     let outage = started_at - stopped_at;
 
-    let mut played = Vec::new();
-    for game in games {
-        played.push(game.await.expect("a match played to its end"));
-    }
+    let played = run.played().await;
     let _ = stop_clock.send(true);
     clock.await.unwrap();
 
-    let worker: BTreeMap<&str, u16> = matches
+    let worker: BTreeMap<&str, u16> = run
+        .matches
         .iter()
         .map(|(id, _, worker)| (id.as_str(), *worker))
         .collect();
@@ -485,37 +548,15 @@ async fn a_stopped_worker_answers_503_for_its_matches_only_and_loses_nothing() {
         extended > 0,
         "no clock of the stopped worker's matches was given the outage back"
     );
-    drop(app);
-    pool.close().await;
-    verify(&cluster.url());
+    run.verify().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn shards_moved_and_rebalanced_mid_play_lose_no_move() {
-    if !citus_available() {
-        eprintln!("skipped: Citus is not installed and its vendored source is not here");
+    let Some(mut run) = Play::moving_shards("citus-shard-move", base_port(10)).await else {
         return;
-    }
-    let cluster = Cluster::up("citus-shard-move", base_port(10));
-    let pool = pool_for(&cluster).await;
-    let app = Arc::new(common::spawn_app(pool.clone()).await);
-    let matches = battles_on_both(&app, &pool, &cluster, 3).await;
-    let tally = Arc::new(Tally::default());
-    let games: Vec<_> = matches
-        .iter()
-        .map(|(id, players, _)| {
-            tokio::spawn(play(
-                app.clone(),
-                tally.clone(),
-                id.clone(),
-                players.clone(),
-                Duration::from_millis(1200),
-            ))
-        })
-        .collect();
-
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    tally.fault.store(true, Ordering::Relaxed);
+    };
+    let (cluster, pool, tally) = (&run.cluster, run.pool.clone(), run.tally.clone());
     // Every shard of worker 1 moves to worker 2 (the co-located shards of the other
     // per-match tables move with each), while the matches are played.
     let (first, second) = (cluster.port + 1, cluster.port + 2);
@@ -544,40 +585,23 @@ async fn shards_moved_and_rebalanced_mid_play_lose_no_move() {
     let moved_in = moving.elapsed();
     let after_moves = tally.acknowledged.load(Ordering::Relaxed);
     // Worker 1 is empty: the rebalancer moves half back, in the background.
-    let rebalancing = Instant::now();
-    sqlx::query("SELECT citus_rebalance_start(shard_transfer_mode => 'force_logical')")
-        .execute(&pool)
-        .await
-        .expect("start the rebalance");
-    sqlx::query("SELECT citus_rebalance_wait()")
-        .execute(&pool)
-        .await
-        .expect("the rebalance finished");
-    let rebalanced_in = rebalancing.elapsed();
+    let rebalanced_in = rebalance(&pool).await;
     tally.fault.store(false, Ordering::Relaxed);
-    let placed: Vec<(i32, i64)> = sqlx::query_as(
-        "SELECT nodeport, count(*) FROM citus_shards WHERE table_name = 'matches'::regclass
-         GROUP BY 1 ORDER BY 1",
-    )
-    .fetch_all(&pool)
-    .await
-    .unwrap();
+    let placed = placements(&pool).await;
     assert_eq!(
         placed.len(),
         2,
         "the rebalance left a worker empty: {placed:?}"
     );
 
-    let mut played = Vec::new();
-    for game in games {
-        played.push(game.await.expect("a match played to its end"));
-    }
+    let played = run.played().await;
     let acknowledged = tally.acknowledged.load(Ordering::Relaxed);
     let (stored, duplicated) = check_logs(&pool, &played).await;
 
     // The moved shards still refuse to rewrite the record of play: the triggers moved with
     // them, on every shard, and an UPDATE or DELETE of a moved match's events fails.
-    let moved_match = matches
+    let moved_match = run
+        .matches
         .iter()
         .find(|(_, _, worker)| *worker == 1)
         .map(|(id, _, _)| id.clone())
@@ -623,12 +647,84 @@ async fn shards_moved_and_rebalanced_mid_play_lose_no_move() {
         tally.unavailable.load(Ordering::Relaxed),
         tally.retries.load(Ordering::Relaxed),
     );
-    assert_eq!(stored, acknowledged, "acknowledged shots lost");
-    assert!(
-        tally.during_fault.load(Ordering::Relaxed) > 0,
-        "no shot was played while shards moved: nothing was tested"
+    run.no_shot_lost(stored, "shards moved").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_worker_added_and_rebalanced_onto_mid_play_loses_no_move() {
+    let Some(mut run) = Play::moving_shards("citus-add-worker", base_port(20)).await else {
+        return;
+    };
+    let (cluster, pool, tally) = (&run.cluster, run.pool.clone(), run.tally.clone());
+    let adding = Instant::now();
+    let (printed, added_at) = cluster.run(&["add-worker"]).await;
+    let added_in = added_at - adding;
+    let new_port: u16 = printed
+        .lines()
+        .last()
+        .and_then(|line| line.trim().parse().ok())
+        .unwrap_or_else(|| panic!("scripts/citus add-worker printed no port: {printed:?}"));
+    assert_eq!(
+        new_port,
+        cluster.port + 3,
+        "the next port after the last worker"
     );
-    drop(app);
-    pool.close().await;
-    verify(&cluster.url());
+    let status = cluster.script(&["status"]);
+    assert!(
+        status.contains(&format!("worker 3 127.0.0.1:{new_port} up")),
+        "{status}"
+    );
+    let on_new = |pool: PgPool| async move {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM citus_shards
+             WHERE table_name = 'matches'::regclass AND nodeport = $1",
+        )
+        .bind(i32::from(new_port))
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+    };
+    assert_eq!(
+        on_new(pool.clone()).await,
+        0,
+        "a new worker holds no shard yet"
+    );
+    let after_add = tally.acknowledged.load(Ordering::Relaxed);
+    // The rebalancer moves shards of the two first workers onto the new one, in the
+    // background, while the matches are played.
+    let rebalanced_in = rebalance(&pool).await;
+    tally.fault.store(false, Ordering::Relaxed);
+    let moved = on_new(pool.clone()).await;
+    let placed = placements(&pool).await;
+    assert!(moved > 0, "no shard moved onto the new worker: {placed:?}");
+    assert_eq!(placed.len(), 3, "a worker is left empty: {placed:?}");
+
+    let played = run.played().await;
+    let acknowledged = tally.acknowledged.load(Ordering::Relaxed);
+    let (stored, duplicated) = check_logs(&pool, &played).await;
+    let on_new_worker = {
+        let mut on = 0;
+        for (id, _, _) in &run.matches {
+            on += usize::from(worker_of(&pool, &run.cluster, id).await == 3);
+        }
+        on
+    };
+    eprintln!(
+        "citus add worker: {} matches; worker 3 (port {new_port}) added in {:.1} s \
+         ({after_add} shots acknowledged by then), {moved} of {} shards rebalanced onto it in \
+         {:.1} s (placements {placed:?}; {on_new_worker} of the matches now on it); \
+         {acknowledged} shots acknowledged ({} while the worker was added and shards moved), \
+         {stored} stored (lost {}, duplicated {duplicated}); {} answers 503 unavailable, \
+         {} retries, 0 answers 500; one result per match",
+        played.len(),
+        added_in.as_secs_f64(),
+        placed.iter().map(|(_, n)| n).sum::<i64>(),
+        rebalanced_in.as_secs_f64(),
+        tally.during_fault.load(Ordering::Relaxed),
+        acknowledged - stored.min(acknowledged),
+        tally.unavailable.load(Ordering::Relaxed),
+        tally.retries.load(Ordering::Relaxed),
+    );
+    run.no_shot_lost(stored, "the worker was added and shards moved")
+        .await;
 }

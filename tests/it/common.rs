@@ -307,3 +307,43 @@ pub fn gunzip(packed: &[u8]) -> String {
         .expect("a gzip body");
     text
 }
+
+/// One of the repository's `scripts/`, to run as a test sets it up.
+pub fn script(name: &str) -> std::process::Command {
+    std::process::Command::new(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("scripts")
+            .join(name),
+    )
+}
+
+/// Runs `command` and returns what it printed; the test fails with its error output when
+/// it does not succeed.
+pub fn run_ok(command: &mut std::process::Command, what: &str) -> String {
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("run {what}: {e}"));
+    assert!(
+        output.status.success(),
+        "{what}: {}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// `statki verify` on the database at `url`, which must pass.
+pub fn verify(url: &str, on: &str) {
+    let verified = std::process::Command::new(env!("CARGO_BIN_EXE_statki"))
+        .arg("verify")
+        .env("DATABASE_URL", url)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run statki verify");
+    assert!(
+        verified.status.success(),
+        "statki verify on {on} failed:\n{}\n{}",
+        String::from_utf8_lossy(&verified.stdout),
+        String::from_utf8_lossy(&verified.stderr)
+    );
+}

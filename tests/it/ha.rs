@@ -20,6 +20,8 @@ use futures::StreamExt;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
+use crate::common;
+
 const MATCHES: usize = 40;
 /// Matches followed over event streams through the balancer (both seats).
 const STREAMED: usize = 4;
@@ -41,24 +43,16 @@ struct Cluster {
 
 impl Cluster {
     fn script(state: &Path) -> Command {
-        let mut command =
-            Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/cluster"));
+        let mut command = common::script("cluster");
         command.env("STATKI_CLUSTER_DIR", state);
         command
     }
 
     fn run(state: &Path, args: &[&str]) -> String {
-        let output = Self::script(state)
-            .args(args)
-            .output()
-            .expect("run scripts/cluster");
-        assert!(
-            output.status.success(),
-            "scripts/cluster {args:?}: {}\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8_lossy(&output.stdout).into_owned()
+        common::run_ok(
+            Self::script(state).args(args),
+            &format!("scripts/cluster {args:?}"),
+        )
     }
 
     /// The database node that leads now, from `scripts/cluster status`.
@@ -681,18 +675,7 @@ async fn the_database_fails_over_twice_and_no_acknowledged_move_is_lost() {
     outcome.expect("the failover rehearsal finished within its budget");
 
     // The record of play verifies on the new leader.
-    let verified = Command::new(env!("CARGO_BIN_EXE_statki"))
-        .arg("verify")
-        .env("DATABASE_URL", &database_url)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("run statki verify");
-    assert!(
-        verified.status.success(),
-        "statki verify failed:\n{}\n{}",
-        String::from_utf8_lossy(&verified.stdout),
-        String::from_utf8_lossy(&verified.stderr)
-    );
+    common::verify(&database_url, "the new leader");
 
     // The standby serves audits: `statki verify` and the auditor role run there as they are,
     // and the replicas' read pools have been reading from it. Addressed directly: under a
@@ -704,17 +687,7 @@ async fn the_database_fails_over_twice_and_no_acknowledged_move_is_lost() {
             .await
             .unwrap()
     };
-    let on_standby = Command::new(env!("CARGO_BIN_EXE_statki"))
-        .arg("verify")
-        .env("DATABASE_URL", &standby_url)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("run statki verify on the standby");
-    assert!(
-        on_standby.status.success(),
-        "statki verify on the standby failed:\n{}",
-        String::from_utf8_lossy(&on_standby.stderr)
-    );
+    common::verify(&standby_url, "the standby");
     let standby = sqlx::PgPool::connect(&standby_url)
         .await
         .expect("the standby");
@@ -986,8 +959,6 @@ async fn standby_lagging(state: &Path, client: &Client, database_url: &str, stan
 /// stream's catch-up, with no 503.
 #[sqlx::test]
 async fn reads_that_may_lag_fall_back_to_the_primary_when_the_standby_is_gone(pool: sqlx::PgPool) {
-    use super::common;
-
     statki::store::migrate(&pool).await.expect("migrations");
     let gone = sqlx::postgres::PgPoolOptions::new()
         .acquire_timeout(Duration::from_millis(500))

@@ -153,8 +153,9 @@ async fn an_unreadable_snapshot_spoils_its_own_row_only(pool: PgPool) {
     let named = store::listing::get(&pool, broken).await.map(|_| ());
     assert!(matches!(named, Err(StoreError::Corrupt(_))), "{named:?}");
 
+    let kind = store::citus::Kind::of(&pool).await.unwrap();
     let mut tx = pool.begin().await.unwrap();
-    let (locked, now) = matches::lock_many(&mut tx, &[broken, healthy])
+    let (locked, now) = matches::lock_many(&mut tx, kind, &[broken, healthy])
         .await
         .unwrap();
     assert!(now.is_some(), "the database's time comes with the rows");
@@ -196,12 +197,13 @@ async fn conditional_write(
     // On plain PostgreSQL the write is one statement, atomic without a transaction; on
     // Citus it is a statement per shard, in a transaction rolled back when a row moved.
     let mut conn = pool.acquire().await.unwrap();
-    let distributed = statki::store::citus::distributed(&mut conn).await.unwrap();
-    if distributed {
+    let kind = statki::store::citus::Kind::of(&mut *conn).await.unwrap();
+    if kind.distributed() {
         statki::store::begin(&mut conn).await.unwrap();
     }
     let written = matches::write(
         &mut conn,
+        kind,
         Utc::now(),
         &matches::Write {
             appends: &appends,
@@ -214,7 +216,7 @@ async fn conditional_write(
     )
     .await
     .map(|_| ());
-    if distributed {
+    if kind.distributed() {
         match written {
             Ok(()) => statki::store::commit(&mut conn, false).await.unwrap(),
             Err(_) => statki::store::rollback(&mut conn).await.unwrap(),
