@@ -298,7 +298,7 @@ impl App {
     pub async fn revoke_all(&self, revocations: &Revocations, token: Verified) -> Result<Session> {
         let mut tx = self.pool().begin().await?;
         let (valid_from, name) = store::accounts::revoke_tokens(
-            &mut *tx,
+            &mut tx,
             token.player,
             presented(token),
             TOKENS_CHANNEL,
