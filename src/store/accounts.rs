@@ -208,7 +208,7 @@ pub async fn revoke_tokens(
     Ok(Some((revoked.tokens_valid_from, revoked.name)))
 }
 
-/// Sends `payload` on `channel` now (outside any transaction).
+/// Sends `payload` on `channel`: at once outside a transaction, with its commit inside one.
 pub async fn notify(
     db: impl PgExecutor<'_>,
     channel: &str,
