@@ -297,14 +297,10 @@ impl App {
     /// tokens (or after [`APPLY_WAIT`]); a replica not listening reads the row per request.
     pub async fn revoke_all(&self, revocations: &Revocations, token: Verified) -> Result<Session> {
         let mut tx = self.pool().begin().await?;
-        let (valid_from, name) = store::accounts::revoke_tokens(
-            &mut *tx,
-            token.player,
-            presented(token),
-            TOKENS_CHANNEL,
-        )
-        .await?
-        .ok_or(AppError::Revoked)?;
+        let (valid_from, name) =
+            store::accounts::revoke_tokens(&mut tx, token.player, presented(token), TOKENS_CHANNEL)
+                .await?
+                .ok_or(AppError::Revoked)?;
         let session = self.issue(token.player, name, valid_from)?;
         // Counting starts before the commit that makes replicas acknowledge.
         let acks = revocations.expect_acks(token.player, valid_from.timestamp_micros());

@@ -1,7 +1,7 @@
 //! Account rows: password hashes and the instant from which a player's tokens are valid.
 
 use chrono::{DateTime, Utc};
-use sqlx::PgExecutor;
+use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
 use super::StoreError;
@@ -157,7 +157,7 @@ pub async fn issue_instant(
     Ok(row.map(|issue| (issue.at, issue.name)))
 }
 
-/// A revoked player's new validity instant and name (the notification's column is not read).
+/// A revoked player's new validity instant and name.
 #[derive(sqlx::FromRow)]
 struct RevokedRecord {
     tokens_valid_from: DateTime<Utc>,
@@ -165,42 +165,50 @@ struct RevokedRecord {
 }
 
 /// Refuses every token of `player` issued so far and announces it on `channel` as
-/// `player:valid_from_micros` (delivered at commit). `presented` is the issue instant of
-/// the token asking (`None`: it has none); a token revoked meanwhile revokes nothing.
-/// Returns the new instant, after every token issued before this statement, and the
-/// player's name; `None` when the player does not exist or the token is revoked.
+/// `player:valid_from_micros` (delivered at commit), inside the caller's transaction.
+/// `presented` is the issue instant of the token asking (`None`: it has none); a token
+/// revoked meanwhile revokes nothing. Returns the new instant, after every token issued
+/// before the revocation read the clock, and the player's name; `None` when the player does
+/// not exist or the token is revoked.
 pub async fn revoke_tokens(
-    db: impl PgExecutor<'_>,
+    conn: &mut PgConnection,
     player: Uuid,
     presented: Option<DateTime<Utc>>,
     channel: &str,
 ) -> Result<Option<(DateTime<Utc>, String)>, StoreError> {
-    // One microsecond past the clock: a token issued in the same microsecond, before this
-    // statement, is refused too. The clock is read in a CTE of its own: Citus (migration
-    // 0030) refuses a volatile function in the update of a reference table.
+    // One microsecond past the clock: a token issued in the same microsecond, before the
+    // clock was read, is refused too. Three statements: on Citus (migration 0030) `players`
+    // is a reference table, whose update may hold no volatile function, and a clock read
+    // in a CTE of the update is planned as a sub-plan whose result Citus first copies to
+    // every node holding a copy of the table, the coordinator itself over a new connection
+    // to its own database (and one more prepared transaction). With the instant read
+    // first and passed as a value, the update runs on each copy as it is, the coordinator's
+    // in its own transaction, and the notification is a statement of the coordinator, sent
+    // with that transaction's commit (as the write path's).
+    let instant: DateTime<Utc> =
+        sqlx::query_scalar("SELECT clock_timestamp() + interval '1 microsecond'")
+            .fetch_one(&mut *conn)
+            .await?;
     let row = sqlx::query_as::<_, RevokedRecord>(
-        "WITH instant AS MATERIALIZED (
-             SELECT clock_timestamp() + interval '1 microsecond' AS at
-         ), revoked AS (
-             UPDATE players
-             SET tokens_valid_from = greatest(tokens_valid_from, (SELECT at FROM instant))
-             WHERE id = $1 AND (tokens_valid_from IS NULL OR tokens_valid_from <= $3)
-             RETURNING id, name, tokens_valid_from
-         )
-         SELECT tokens_valid_from, name,
-                pg_notify($2, id::text || ':' ||
-                          (extract(epoch FROM tokens_valid_from) * 1000000)::bigint::text)
-         FROM revoked",
+        "UPDATE players
+         SET tokens_valid_from = greatest(tokens_valid_from, $2)
+         WHERE id = $1 AND (tokens_valid_from IS NULL OR tokens_valid_from <= $3)
+         RETURNING tokens_valid_from, name",
     )
     .bind(player)
-    .bind(channel)
+    .bind(instant)
     .bind(presented)
-    .fetch_optional(db)
+    .fetch_optional(&mut *conn)
     .await?;
-    Ok(row.map(|revoked| (revoked.tokens_valid_from, revoked.name)))
+    let Some(revoked) = row else {
+        return Ok(None);
+    };
+    let payload = format!("{player}:{}", revoked.tokens_valid_from.timestamp_micros());
+    notify(&mut *conn, channel, &payload).await?;
+    Ok(Some((revoked.tokens_valid_from, revoked.name)))
 }
 
-/// Sends `payload` on `channel` now (outside any transaction).
+/// Sends `payload` on `channel`: at once outside a transaction, with its commit inside one.
 pub async fn notify(
     db: impl PgExecutor<'_>,
     channel: &str,

@@ -5,7 +5,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{Player, Reply, SECRET, TestApp, spawn_app, unique};
+use common::{Player, Reply, SECRET, TestApp, allow_connections, spawn_app, unique};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -675,24 +675,6 @@ async fn kill_listeners(pool: &PgPool) -> i64 {
     .await
     .unwrap();
     killed.len() as i64
-}
-
-/// Lets connections to this test's database in, or keeps them out. Run from the server's
-/// main database, as a database cannot lock itself out.
-async fn allow_connections(pool: &PgPool, allow: bool) {
-    use sqlx::Connection;
-    let name: String = sqlx::query_scalar("SELECT current_database()")
-        .fetch_one(pool)
-        .await
-        .unwrap();
-    let url = std::env::var("DATABASE_URL").expect("DATABASE_URL");
-    let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
-    let statement = format!("ALTER DATABASE \"{name}\" ALLOW_CONNECTIONS {allow}");
-    sqlx::raw_sql(sqlx::AssertSqlSafe(statement))
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    admin.close().await.unwrap();
 }
 
 #[sqlx::test]

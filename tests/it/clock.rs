@@ -408,20 +408,29 @@ fn battle(a: Uuid, b: Uuid, deadline: DateTime<Utc>) -> (Match, Vec<Event>) {
 /// Stores battles between the given pairs with the given deadlines; returns their ids.
 async fn store_battles(pool: &PgPool, games: &[(Uuid, Uuid, DateTime<Utc>)]) -> Vec<Uuid> {
     let mut tx = pool.begin().await.unwrap();
+    let ids = store_battles_in(&mut tx, games).await;
+    tx.commit().await.unwrap();
+    ids
+}
+
+/// [`store_battles`] in the caller's transaction.
+async fn store_battles_in(
+    conn: &mut sqlx::PgConnection,
+    games: &[(Uuid, Uuid, DateTime<Utc>)],
+) -> Vec<Uuid> {
     let mut ids = Vec::new();
     for &(a, b, deadline) in games {
         let (state, log) = battle(a, b, deadline);
         let id = Uuid::now_v7();
         let at = deadline - chrono::Duration::seconds(30);
-        store::matches::insert(&mut tx, id, &state, log.len() as i64, at)
+        store::matches::insert(&mut *conn, id, &state, log.len() as i64, at)
             .await
             .unwrap();
-        store::events::append(&mut *tx, id, 0, at, &log)
+        store::events::append(&mut *conn, id, 0, at, &log)
             .await
             .unwrap();
         ids.push(id);
     }
-    tx.commit().await.unwrap();
     ids
 }
 
@@ -914,14 +923,33 @@ async fn three_replicas_one_killed_finish_every_match_once(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
-    // Clocks run out evenly over 1.5 s, starting 4 s from now: the setup must finish before
-    // the first deadline, and on a loaded machine inserting the matches takes seconds.
+    // Clocks run out evenly over 1.5 s, after a lead the setup must fit in: on a loaded
+    // machine storing the matches takes seconds, and on Citus, where each statement waits on
+    // a worker, over ten (about 16 s for the 300 on 2 loaded cores). So the lead is
+    // measured: matches are stored in a transaction rolled back (the first ten open the
+    // connections Citus needs, and are not timed), and the clocks start after twice the
+    // time all of them take at the pace of the next thirty, at least 4 s.
     let players = store_players(&pool, 20).await;
-    let first = db_now(&pool).await + ms(4000);
+    let pairs = |i: usize| (players[i % 10], players[10 + i % 10]);
+    let sample: Vec<_> = (0..40)
+        .map(|i| {
+            let (a, b) = pairs(i);
+            (a, b, chrono::Utc::now() + ms(600_000))
+        })
+        .collect();
+    let mut trial = pool.begin().await.unwrap();
+    store_battles_in(&mut trial, &sample[..10]).await;
+    let timed = Instant::now();
+    store_battles_in(&mut trial, &sample[10..]).await;
+    let pace = timed.elapsed() / 30;
+    trial.rollback().await.unwrap();
+    let lead = (pace * 2 * MATCHES as u32 + Duration::from_secs(1)).max(Duration::from_secs(4));
+    let first = db_now(&pool).await + chrono::Duration::from_std(lead).unwrap();
     let games: Vec<_> = (0..MATCHES)
         .map(|i| {
+            let (a, b) = pairs(i);
             let at = first + ms(i as i64 * 1500 / MATCHES as i64);
-            (players[i % 10], players[10 + i % 10], at)
+            (a, b, at)
         })
         .collect();
     let ids = store_battles(&pool, &games).await;
@@ -930,7 +958,14 @@ async fn three_replicas_one_killed_finish_every_match_once(
         "setup overran the first deadline"
     );
 
+    // Mid-way: half the clocks have run out, and at least one match was finished (on Citus,
+    // where each expiry waits on a worker, few are by then).
     sleep_until(first + ms(750)).await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while unfinished(&pool).await == MATCHES as i64 {
+        assert!(Instant::now() < deadline, "no clock was enforced");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let victim = &mut replicas[0];
     victim.start_kill().unwrap();
     let status = victim.wait().await.unwrap();
@@ -942,7 +977,9 @@ async fn three_replicas_one_killed_finish_every_match_once(
         assert!(Instant::now() < deadline, "matches left unfinished");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    eprintln!("replicas: {left_at_kill} of {MATCHES} matches still running at the kill");
+    eprintln!(
+        "replicas: {left_at_kill} of {MATCHES} matches still running at the kill (lead {lead:?})"
+    );
     assert!(
         left_at_kill > 0 && left_at_kill < MATCHES as i64,
         "the kill was not mid-way: {left_at_kill} left"

@@ -255,6 +255,41 @@ impl TestApp {
     }
 }
 
+/// Whether the test's database is distributed with Citus (`scripts/test`'s second pass).
+pub async fn on_citus(pool: &PgPool) -> bool {
+    let mut conn = pool.acquire().await.expect("a connection");
+    statki::store::citus::distributed(&mut conn)
+        .await
+        .expect("ask for the citus extension")
+}
+
+/// Lets connections to this test's database in, or keeps them out. Run from the server's
+/// main database, as a database cannot lock itself out. On Citus only the coordinator's
+/// database is closed, where the replicas connect and listen: the statement is kept from
+/// the workers (`citus.enable_ddl_propagation`), whose databases the coordinator must still
+/// reach to run every command.
+pub async fn allow_connections(pool: &PgPool, allow: bool) {
+    use sqlx::Connection;
+    let name: String = sqlx::query_scalar("SELECT current_database()")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    let url = std::env::var("DATABASE_URL").expect("DATABASE_URL");
+    let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
+    if on_citus(pool).await {
+        sqlx::query("SET citus.enable_ddl_propagation TO off")
+            .execute(&mut admin)
+            .await
+            .unwrap();
+    }
+    let statement = format!("ALTER DATABASE \"{name}\" ALLOW_CONNECTIONS {allow}");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(statement))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    admin.close().await.unwrap();
+}
+
 /// A name no other test uses.
 pub fn unique(prefix: &str) -> String {
     format!(

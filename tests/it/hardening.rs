@@ -5,7 +5,8 @@ use crate::common;
 use std::time::Duration;
 
 use common::{
-    SECRET, TestApp, spawn_app, spawn_app_http, standard_settings, test_http_settings, unique,
+    SECRET, TestApp, on_citus, spawn_app, spawn_app_http, standard_settings, test_http_settings,
+    unique,
 };
 use reqwest::StatusCode;
 use serde_json::json;
@@ -468,16 +469,20 @@ async fn a_database_connection_lost_mid_request_answers_503(pool: PgPool) {
                 .unwrap()
         })
     };
-    // ...then terminate the connection it waits on.
+    // ...then terminate the connection it waits on. On Citus the wait is on the match's
+    // worker, in the backend the coordinator opened there for the shot's transaction; its
+    // global process id names the service's connection to the coordinator, which Citus's
+    // `pg_terminate_backend(bigint)` terminates.
+    let waiting = if on_citus(&pool).await {
+        "SELECT pg_terminate_backend(global_pid) FROM citus_stat_activity
+         WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    } else {
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    };
     let mut terminated = false;
     for _ in 0..100 {
-        let killed: Vec<bool> = sqlx::query_scalar(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-             WHERE datname = current_database() AND wait_event_type = 'Lock'",
-        )
-        .fetch_all(&pool)
-        .await
-        .unwrap();
+        let killed: Vec<bool> = sqlx::query_scalar(waiting).fetch_all(&pool).await.unwrap();
         if killed.iter().any(|k| *k) {
             terminated = true;
             break;

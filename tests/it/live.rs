@@ -6,7 +6,7 @@ use crate::common;
 use std::pin::Pin;
 use std::time::Duration;
 
-use common::{Player, TestApp, spawn_app, spawn_app_full, standard_settings};
+use common::{Player, TestApp, allow_connections, spawn_app, spawn_app_full, standard_settings};
 use futures::{Stream, StreamExt};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -483,24 +483,6 @@ async fn killing_the_listener_loses_nothing(pool: PgPool) {
     let shot = stream.next().await.unwrap();
     assert_eq!(shot.seq(), answer["seq"].as_i64().unwrap());
     stream.expect_quiet(Duration::from_millis(300)).await;
-}
-
-/// Lets connections to this test's database in, or keeps them out (superusers too). Run
-/// from the server's main database, as a database cannot lock itself out.
-async fn allow_connections(pool: &PgPool, allow: bool) {
-    use sqlx::Connection;
-    let name: String = sqlx::query_scalar("SELECT current_database()")
-        .fetch_one(pool)
-        .await
-        .unwrap();
-    let url = std::env::var("DATABASE_URL").expect("DATABASE_URL");
-    let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
-    let statement = format!("ALTER DATABASE \"{name}\" ALLOW_CONNECTIONS {allow}");
-    sqlx::raw_sql(sqlx::AssertSqlSafe(statement))
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    admin.close().await.unwrap();
 }
 
 #[sqlx::test]
