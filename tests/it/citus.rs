@@ -9,6 +9,7 @@
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::common;
 use crate::distributable::{normalise, statements};
 
 /// Hot-path statements, by a fragment of their text (lower case, whitespace collapsed; every
@@ -117,13 +118,6 @@ const BY_PLAYER: &[(&str, &str)] = &[
     ),
 ];
 
-async fn distributed(pool: &PgPool) -> bool {
-    statki::store::citus::Kind::of(pool)
-        .await
-        .expect("ask for the citus extension")
-        .distributed()
-}
-
 /// The distributed and reference tables: `(table, kind)`.
 async fn distribution(pool: &PgPool) -> Vec<(String, String)> {
     sqlx::query_as(
@@ -137,7 +131,7 @@ async fn distribution(pool: &PgPool) -> Vec<(String, String)> {
 
 #[sqlx::test]
 async fn the_per_match_tables_are_distributed_by_match_on_citus(pool: PgPool) {
-    if !distributed(&pool).await {
+    if !common::on_citus(&pool).await {
         let citus: bool = sqlx::query_scalar(
             "SELECT EXISTS (SELECT FROM pg_proc WHERE proname = 'create_distributed_table')",
         )
@@ -212,7 +206,7 @@ async fn shards_touched(pool: &PgPool, sql: &str, args: &str) -> (Vec<u64>, bool
 
 #[sqlx::test]
 async fn every_hot_path_statement_is_planned_on_one_shard(pool: PgPool) {
-    if !distributed(&pool).await {
+    if !common::on_citus(&pool).await {
         eprintln!("plain PostgreSQL: nothing is distributed, every statement is one server's");
         return;
     }
@@ -278,7 +272,7 @@ async fn every_hot_path_statement_is_planned_on_one_shard(pool: PgPool) {
 
 #[sqlx::test]
 async fn the_append_only_triggers_exist_on_every_shard(pool: PgPool) {
-    if !distributed(&pool).await {
+    if !common::on_citus(&pool).await {
         eprintln!("plain PostgreSQL: the triggers are the tables' own (tests/it/store.rs)");
         return;
     }
@@ -319,7 +313,7 @@ async fn worker_of(pool: &PgPool, match_id: Uuid) -> i32 {
 
 #[sqlx::test]
 async fn the_group_commit_places_matches_as_citus_does(pool: PgPool) {
-    if !distributed(&pool).await {
+    if !common::on_citus(&pool).await {
         eprintln!("plain PostgreSQL: one server, no placements");
         return;
     }
@@ -353,7 +347,7 @@ async fn keyed_shots_on_both_workers_commit_without_two_phase_commit_or_deadlock
     use reqwest::StatusCode;
     use serde_json::json;
 
-    if !distributed(&pool).await {
+    if !common::on_citus(&pool).await {
         eprintln!("plain PostgreSQL: one server, nothing to commit in two phases");
         return;
     }

@@ -257,10 +257,10 @@ impl TestApp {
 
 /// Whether the test's database is distributed with Citus (`scripts/test`'s second pass).
 pub async fn on_citus(pool: &PgPool) -> bool {
-    let mut conn = pool.acquire().await.expect("a connection");
-    statki::store::citus::distributed(&mut conn)
+    statki::store::citus::Kind::of(pool)
         .await
         .expect("ask for the citus extension")
+        .distributed()
 }
 
 /// Lets connections to this test's database in, or keeps them out. Run from the server's
