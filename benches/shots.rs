@@ -254,12 +254,13 @@ async fn main() {
     let database = format!("statki_bench_{}", std::process::id());
     let url = database_url(&base_url, &database);
     let in_play = env_or("STATKI_BENCH_IN_PLAY", 0);
-    // Filling takes longer than a turn clock: no match may time out meanwhile.
+    // Setting matches up (and filling, with matches in play) can take longer than a turn
+    // clock on a loaded machine: no match may time out meanwhile.
     let long_clocks: &[(&str, &str)] = &[
         ("STATKI_PLACEMENT_SECONDS", "36000"),
         ("STATKI_SHOT_SECONDS", "36000"),
     ];
-    let server = Server::start(&url, if in_play > 0 { long_clocks } else { &[] }).await;
+    let server = Server::start(&url, long_clocks).await;
     let connections: Vec<usize> = std::env::var("SHOTS_CONNECTIONS")
         .unwrap_or_else(|_| "8,64".into())
         .split(',')
