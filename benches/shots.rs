@@ -10,7 +10,16 @@
 //! (optional: `SHOTS_CONNECTIONS=8,64` connection counts, `SHOTS_ROUNDS=3` matches per
 //! connection, `SHOTS_REPEATS=3` alternating runs of each side per connection count, whose
 //! medians are compared, `SHOTS_PGBENCH_SECONDS=10`, `PGBENCH=/path/to/pgbench`,
-//! `STATKI_BIN=` another build of the service to measure instead of this one).
+//! `STATKI_BIN=` another build of the service to measure instead of this one,
+//! `SHOTS_KEEP=1` keeps the database afterwards, `SHOTS_PGBENCH_ROUTED=1` runs pgbench's
+//! shot in the form Citus routes, also on plain PostgreSQL).
+//!
+//! On Citus (`DATABASE_URL` at the coordinator's `postgres` database) the database is a
+//! distributed one, and the figures cover every node: WAL of all nodes, row updates of every
+//! shard of `matches`, deadlocks of every node, the two-phase commits recorded in
+//! `pg_dist_transaction` (count them with the coordinator's `citus.recover_2pc_interval`
+//! at -1, since a recovery deletes the records it settles), and the CPU per shot of each
+//! node's PostgreSQL processes when the nodes run on this machine.
 //!
 //! `STATKI_BENCH_IN_PLAY=10000` measures with that many matches in play instead: it first
 //! brings them to their first shot through the API (64 at a time), then fires round-robin
@@ -29,9 +38,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use service::{
-    COLUMNS, Client, Figures, Live, Ready, Server, Work, checkpoint, cpu_seconds, database_url,
-    deadlocks, drop_database, env_or, fill, median, percentile, play, prepare, print_mode,
-    round_robin, run_pgbench, settle_statistics,
+    COLUMNS, Client, Figures, Live, Ready, Server, Work, checkpoint, cpu_seconds, database_nodes,
+    database_url, deadlocks, drop_database, env_or, fill, median, nodes_cpu_per, nodes_cpu_seconds,
+    percentile, play, prepare, print_mode, round_robin, run_pgbench, settle_statistics,
 };
 
 /// Plays `connections` matches at once, `rounds` times over, and measures the shots.
@@ -60,7 +69,9 @@ async fn run_service(
     settle_statistics(db).await;
     // Each side starts from a checkpoint, so neither pays for the other's dirty pages.
     checkpoint(db).await;
+    let nodes = database_nodes(db).await;
     let work_before = Work::read(db).await;
+    let nodes_before = nodes_cpu_seconds(&nodes);
     let cpu_before = cpu_seconds(server);
     let started = Instant::now();
     let mut queues: Vec<Vec<Ready>> = (0..connections).map(|_| Vec::new()).collect();
@@ -86,6 +97,7 @@ async fn run_service(
     }
     let seconds = started.elapsed().as_secs_f64();
     let cpu = cpu_seconds(server) - cpu_before;
+    let nodes_after = nodes_cpu_seconds(&nodes);
     settle_statistics(db).await;
     let database = Work::read(db).await.since(work_before);
     latencies.sort();
@@ -96,6 +108,7 @@ async fn run_service(
         p50: percentile(&latencies, 0.50),
         p99: percentile(&latencies, 0.99),
         cpu_per_shot: Some(cpu / latencies.len() as f64),
+        nodes_cpu: nodes_cpu_per(&nodes, &nodes_before, &nodes_after, latencies.len()),
         database,
     }
 }
@@ -241,12 +254,13 @@ async fn main() {
     let database = format!("statki_bench_{}", std::process::id());
     let url = database_url(&base_url, &database);
     let in_play = env_or("STATKI_BENCH_IN_PLAY", 0);
-    // Filling takes longer than a turn clock: no match may time out meanwhile.
+    // Setting matches up (and filling, with matches in play) can take longer than a turn
+    // clock on a loaded machine: no match may time out meanwhile.
     let long_clocks: &[(&str, &str)] = &[
         ("STATKI_PLACEMENT_SECONDS", "36000"),
         ("STATKI_SHOT_SECONDS", "36000"),
     ];
-    let server = Server::start(&url, if in_play > 0 { long_clocks } else { &[] }).await;
+    let server = Server::start(&url, long_clocks).await;
     let connections: Vec<usize> = std::env::var("SHOTS_CONNECTIONS")
         .unwrap_or_else(|_| "8,64".into())
         .split(',')
@@ -261,9 +275,26 @@ async fn main() {
         .await
         .expect("bench database");
     let repeats = env_or("SHOTS_REPEATS", 3).max(1);
+    if service::citus(&admin).await {
+        let (tables, workers): (i64, i64) = sqlx::query_as(
+            "SELECT (SELECT count(*) FROM pg_dist_partition),
+                    (SELECT count(*) FROM pg_dist_node WHERE noderole = 'primary' AND groupid <> 0)",
+        )
+        .fetch_one(&admin)
+        .await
+        .unwrap();
+        println!(
+            "Citus: {database} has {tables} distributed or reference tables on {workers} workers"
+        );
+    }
     if in_play > 0 {
         run_in_play(&client, &admin, in_play, &connections).await;
     }
+    let mut deadlocks_before = if in_play == 0 {
+        deadlocks(&admin).await
+    } else {
+        0
+    };
     for &c in connections.iter().filter(|_| in_play == 0) {
         let batches_before = batch_counters(&client).await;
         let mut runs = Vec::with_capacity(repeats);
@@ -294,12 +325,16 @@ async fn main() {
                 .filter_map(|(service, _)| service.cpu_per_shot.map(|cpu| cpu * 1e6)),
         );
         let batches = batch_counters(&client).await;
+        let deadlocks_after = deadlocks(&admin).await;
         println!(
-            "  command batches: {} decided from kept states, {} under locks, {} relocked",
+            "  command batches: {} decided from kept states, {} under locks, {} relocked; \
+             deadlocks +{} (every node)",
             batches[0] - batches_before[0],
             batches[1] - batches_before[1],
             batches[2] - batches_before[2],
+            deadlocks_after - deadlocks_before,
         );
+        deadlocks_before = deadlocks_after;
         println!(
             "shot path, {c} connections, median of {repeats} runs: statki {service_rate:.0}/s \
              (p99 {p99:.2} ms, CPU/shot {cpu:.0} µs), pgbench {naive_rate:.0}/s, \
@@ -309,5 +344,9 @@ async fn main() {
     }
     admin.close().await;
     server.stop();
-    drop_database(&base_url, &database).await;
+    if std::env::var("SHOTS_KEEP").is_ok_and(|v| v == "1") {
+        println!("kept the database {database}");
+    } else {
+        drop_database(&base_url, &database).await;
+    }
 }

@@ -174,6 +174,8 @@ pub struct Figures {
     pub p99: Duration,
     pub cpu_per_shot: Option<f64>,
     pub database: Work,
+    /// CPU time per transaction of each database node's processes (name, seconds).
+    pub nodes_cpu: Vec<(String, f64)>,
 }
 
 /// What PostgreSQL did for a run: WAL written, and row updates of `matches` (all, and the
@@ -183,9 +185,12 @@ pub struct Work {
     pub wal_bytes: f64,
     pub updates: i64,
     pub hot_updates: i64,
+    /// Two-phase commits recorded in Citus's `pg_dist_transaction` (0 on plain PostgreSQL).
+    pub two_phase: i64,
 }
 
 impl Work {
+    /// On Citus the WAL of every node and the row updates of every shard of `matches`.
     pub async fn read(db: &sqlx::PgPool) -> Self {
         let (wal, updates, hot): (f64, i64, i64) = sqlx::query_as(
             "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8,
@@ -195,11 +200,39 @@ impl Work {
         .fetch_one(db)
         .await
         .unwrap();
-        Work {
+        let mut work = Work {
             wal_bytes: wal,
             updates,
             hot_updates: hot,
+            two_phase: 0,
+        };
+        if citus(db).await {
+            // Each shard of `matches` on its worker: "updates,heap-only updates".
+            let (wal, updates, hot, two_phase): (f64, i64, i64, i64) = sqlx::query_as(
+                "WITH shards AS (
+                     SELECT result FROM run_command_on_shards('matches',
+                         $$SELECT coalesce(n_tup_upd, 0) || ',' || coalesce(n_tup_hot_upd, 0)
+                           FROM pg_stat_user_tables WHERE relid = '%s'::regclass$$)
+                     WHERE success)
+                 SELECT (SELECT coalesce(sum(result::float8), 0)::float8
+                         FROM run_command_on_workers(
+                             $$SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')$$)
+                         WHERE success),
+                        (SELECT coalesce(sum(split_part(result, ',', 1)::int8), 0)::int8
+                         FROM shards),
+                        (SELECT coalesce(sum(split_part(result, ',', 2)::int8), 0)::int8
+                         FROM shards),
+                        (SELECT count(*) FROM pg_dist_transaction)",
+            )
+            .fetch_one(db)
+            .await
+            .unwrap();
+            work.wal_bytes += wal;
+            work.updates += updates;
+            work.hot_updates += hot;
+            work.two_phase = two_phase;
         }
+        work
     }
 
     pub fn since(self, before: Work) -> Work {
@@ -207,6 +240,7 @@ impl Work {
             wal_bytes: self.wal_bytes - before.wal_bytes,
             updates: self.updates - before.updates,
             hot_updates: self.hot_updates - before.hot_updates,
+            two_phase: self.two_phase - before.two_phase,
         }
     }
 }
@@ -251,6 +285,19 @@ impl Figures {
             self.database.wal_bytes / per,
             hot
         );
+        if !self.nodes_cpu.is_empty() {
+            let nodes: Vec<String> = self
+                .nodes_cpu
+                .iter()
+                .map(|(name, cpu)| format!("{name} {:.0} µs", cpu * 1e6))
+                .collect();
+            println!(
+                "  {:<26} database CPU/shot: {}, two-phase commits +{}",
+                "",
+                nodes.join(", "),
+                self.database.two_phase
+            );
+        }
     }
 }
 
@@ -262,6 +309,24 @@ SELECT m.id AS match_id, m.last_seq AS last_seq FROM matches m
   WHERE m.id = (SELECT id FROM bench_targets WHERE n = :client_id) FOR UPDATE \gset
 INSERT INTO match_events (match_id, seq, at, actor, kind, payload)
   SELECT CAST(:match_id AS uuid), :last_seq + 1, now(), NULL, 'shot_fired', payload FROM bench_payload;
+UPDATE matches SET last_seq = :last_seq + 1, deadline = now() + interval '30 seconds',
+       updated_at = now(), snapshot = jsonb_set(snapshot, '{version}', to_jsonb(:last_seq + 1))
+  WHERE id = CAST(:match_id AS uuid);
+COMMIT;
+"#;
+
+/// [`NAIVE_SHOT`] in the form Citus routes to one worker (its `FOR UPDATE` names the
+/// match by id, not by a subquery, and the event's payload is a value, not a read of a
+/// coordinator table): the client's match and the payload are read first, outside the
+/// transaction, one statement more than [`NAIVE_SHOT`]. Used on Citus, and on plain
+/// PostgreSQL with `SHOTS_PGBENCH_ROUTED=1` so both run the same script.
+pub const NAIVE_SHOT_ROUTED: &str = r#"
+SELECT t.id AS match_id, p.payload AS payload FROM bench_targets t, bench_payload p
+  WHERE t.n = :client_id \gset
+BEGIN;
+SELECT last_seq FROM matches WHERE id = CAST(:match_id AS uuid) FOR UPDATE \gset
+INSERT INTO match_events (match_id, seq, at, actor, kind, payload)
+  VALUES (CAST(:match_id AS uuid), :last_seq + 1, now(), NULL, 'shot_fired', CAST(:payload AS jsonb));
 UPDATE matches SET last_seq = :last_seq + 1, deadline = now() + interval '30 seconds',
        updated_at = now(), snapshot = jsonb_set(snapshot, '{version}', to_jsonb(:last_seq + 1))
   WHERE id = CAST(:match_id AS uuid);
@@ -295,9 +360,21 @@ pub async fn run_pgbench(url: &str, admin: &sqlx::PgPool, clients: usize, second
     let dir = std::env::temp_dir().join(format!("statki-pgbench-{}-{clients}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let script = dir.join("shot.sql");
-    std::fs::write(&script, NAIVE_SHOT).unwrap();
+    let routed = std::env::var("SHOTS_PGBENCH_ROUTED").is_ok_and(|v| v == "1");
+    let routed = routed || citus(admin).await;
+    std::fs::write(
+        &script,
+        if routed {
+            NAIVE_SHOT_ROUTED
+        } else {
+            NAIVE_SHOT
+        },
+    )
+    .unwrap();
     let pgbench = std::env::var("PGBENCH").unwrap_or_else(|_| "pgbench".into());
+    let nodes = database_nodes(admin).await;
     let work_before = Work::read(admin).await;
+    let cpu_before = nodes_cpu_seconds(&nodes);
     let output = std::process::Command::new(pgbench)
         .current_dir(&dir)
         .args(["-n", "-M", "prepared", "-l", "--log-prefix", "tx"])
@@ -344,21 +421,140 @@ pub async fn run_pgbench(url: &str, admin: &sqlx::PgPool, clients: usize, second
         .execute(admin)
         .await
         .unwrap();
+    let cpu_after = nodes_cpu_seconds(&nodes);
     let database = Work::read(admin).await.since(work_before);
     latencies.sort();
     Figures {
-        label: format!("pgbench, {clients} clients"),
+        label: format!(
+            "pgbench, {clients} clients{}",
+            if routed { " (routed)" } else { "" }
+        ),
         transactions: latencies.len(),
         seconds: seconds as f64,
         p50: percentile(&latencies, 0.50),
         p99: percentile(&latencies, 0.99),
         cpu_per_shot: None,
+        nodes_cpu: nodes_cpu_per(&nodes, &cpu_before, &cpu_after, latencies.len()),
         database,
     }
 }
 
+/// A checkpoint of the server, and on Citus of every worker too.
 pub async fn checkpoint(admin: &sqlx::PgPool) {
     sqlx::query("CHECKPOINT").execute(admin).await.unwrap();
+    if citus(admin).await {
+        sqlx::query("SELECT run_command_on_workers('CHECKPOINT')")
+            .execute(admin)
+            .await
+            .unwrap();
+    }
+}
+
+/// Whether the database is a Citus one (the extension exists in it).
+pub async fn citus(db: &sqlx::PgPool) -> bool {
+    sqlx::query_scalar("SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')")
+        .fetch_one(db)
+        .await
+        .unwrap()
+}
+
+/// The database's nodes running on this machine, by name and postmaster process id: the
+/// server itself ("database", or "coordinator" on Citus) and each Citus worker, each found
+/// through its data directory's `postmaster.pid`. Nodes whose directory is not readable here
+/// (another machine, no superuser) are left out.
+pub async fn database_nodes(admin: &sqlx::PgPool) -> Vec<(String, u32)> {
+    let mut dirs = Vec::new();
+    let citus = citus(admin).await;
+    if let Ok(dir) = sqlx::query_scalar::<_, String>("SELECT current_setting('data_directory')")
+        .fetch_one(admin)
+        .await
+    {
+        dirs.push((
+            if citus { "coordinator" } else { "database" }.to_owned(),
+            dir,
+        ));
+    }
+    if citus {
+        let workers: Vec<(i32, String)> = sqlx::query_as(
+            "SELECT nodeport, result FROM run_command_on_workers(
+                 $$SELECT current_setting('data_directory')$$)
+             WHERE success ORDER BY nodeport",
+        )
+        .fetch_all(admin)
+        .await
+        .unwrap_or_default();
+        dirs.extend(
+            workers
+                .into_iter()
+                .map(|(port, dir)| (format!("worker :{port}"), dir)),
+        );
+    }
+    dirs.into_iter()
+        .filter_map(|(name, dir)| {
+            let pid = std::fs::read_to_string(format!("{dir}/postmaster.pid")).ok()?;
+            Some((name, pid.lines().next()?.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// CPU time (user + system, seconds) of a PostgreSQL server: its postmaster, every living
+/// child (backends, background workers) and the children that have exited (the postmaster's
+/// `cutime`/`cstime`), so a difference of two readings is the server's CPU in between.
+pub fn server_cpu_seconds(postmaster: u32) -> f64 {
+    let fields = |pid: &str| -> Option<Vec<String>> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let after_name = &stat[stat.rfind(')')? + 2..];
+        Some(after_name.split_whitespace().map(str::to_owned).collect())
+    };
+    let ticks = |fields: &[String], from: usize, to: usize| -> f64 {
+        fields[from..=to]
+            .iter()
+            .filter_map(|field| field.parse::<f64>().ok())
+            .sum()
+    };
+    let Some(own) = fields(&postmaster.to_string()) else {
+        return 0.0;
+    };
+    // utime, stime, cutime, cstime are fields 14-17 of stat, 11-14 after the name.
+    let mut total = ticks(&own, 11, 14);
+    let parent = postmaster.to_string();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        if let Some(child) = fields(&name)
+            && child.get(1) == Some(&parent)
+        {
+            total += ticks(&child, 11, 12);
+        }
+    }
+    total / 100.0
+}
+
+/// [`server_cpu_seconds`] of every node of `nodes`.
+pub fn nodes_cpu_seconds(nodes: &[(String, u32)]) -> Vec<f64> {
+    nodes
+        .iter()
+        .map(|(_, pid)| server_cpu_seconds(*pid))
+        .collect()
+}
+
+/// Per transaction, the CPU each node spent between two readings.
+pub fn nodes_cpu_per(
+    nodes: &[(String, u32)],
+    before: &[f64],
+    after: &[f64],
+    transactions: usize,
+) -> Vec<(String, f64)> {
+    nodes
+        .iter()
+        .zip(before.iter().zip(after))
+        .map(|((name, _), (before, after))| {
+            (name.clone(), (after - before) / transactions.max(1) as f64)
+        })
+        .collect()
 }
 
 pub fn median(values: impl Iterator<Item = f64>) -> f64 {
@@ -411,10 +607,25 @@ pub async fn fill(client: &std::sync::Arc<Client>, count: usize) -> Vec<Live> {
 /// `pg_stat_database.deadlocks` of the bench database, once the statistics have settled.
 pub async fn deadlocks(admin: &sqlx::PgPool) -> i64 {
     settle_statistics(admin).await;
-    sqlx::query_scalar("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
-        .fetch_one(admin)
-        .await
-        .unwrap()
+    let here: i64 = sqlx::query_scalar(
+        "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()",
+    )
+    .fetch_one(admin)
+    .await
+    .unwrap();
+    if !citus(admin).await {
+        return here;
+    }
+    // And on every worker, where the shards' row locks are taken.
+    let workers: i64 = sqlx::query_scalar(
+        "SELECT coalesce(sum(result::int8), 0)::int8 FROM run_command_on_workers(
+             $$SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()$$)
+         WHERE success",
+    )
+    .fetch_one(admin)
+    .await
+    .unwrap();
+    here + workers
 }
 
 /// Fires the next shot of the seat on turn; its latency.
