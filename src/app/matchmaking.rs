@@ -298,9 +298,9 @@ pub async fn sweep(app: &App, now: DateTime<Utc>) -> Result<Sweep> {
         return Ok(Sweep::default());
     }
     let paired_before = now - chrono::Duration::seconds(PAIRED_KEEP_SECONDS);
-    let purged =
-        queue::purge(&mut *tx, now, paired_before).await? + rematch::purge(&mut *tx, now).await?;
     let kind = app.kind(&mut tx).await?;
+    let purged = queue::purge(&mut *tx, now, paired_before).await?
+        + rematch::purge(&mut tx, kind, now).await?;
     let entries = queue::claim_waiting(&mut tx, kind, now, SWEEP_BATCH).await?;
     let plan = plan_pairs(&entries, now);
     let started = db_now(&mut tx).await?;

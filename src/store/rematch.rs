@@ -90,8 +90,33 @@ pub async fn record_started(
 /// Deletes expired offers (through the index on `expires_at`).
 pub const PURGE_OFFERS: &str = "DELETE FROM rematch_offers WHERE expires_at <= $1";
 
-/// Removes offers that expired by `now`.
-pub async fn purge(db: impl PgExecutor<'_>, now: DateTime<Utc>) -> Result<u64, StoreError> {
-    let done = sqlx::query(PURGE_OFFERS).bind(now).execute(db).await?;
-    Ok(done.rows_affected())
+/// Removes offers that expired by `now`. On Citus a delete of every shard would be a
+/// two-phase commit on every worker at each sweep, due offers or not: the due offers are
+/// found by a read of every shard (down each shard's index on `expires_at`), and each is
+/// deleted on its own shard, so a sweep with nothing due writes nothing.
+pub async fn purge(
+    conn: &mut PgConnection,
+    kind: super::citus::Kind,
+    now: DateTime<Utc>,
+) -> Result<u64, StoreError> {
+    if !kind.distributed() {
+        let done = sqlx::query(PURGE_OFFERS).bind(now).execute(conn).await?;
+        return Ok(done.rows_affected());
+    }
+    let due: Vec<Uuid> =
+        sqlx::query_scalar("SELECT DISTINCT match_id FROM rematch_offers WHERE expires_at <= $1")
+            .bind(now)
+            .fetch_all(&mut *conn)
+            .await?;
+    let mut purged = 0;
+    for match_id in due {
+        purged +=
+            sqlx::query("DELETE FROM rematch_offers WHERE match_id = $1 AND expires_at <= $2")
+                .bind(match_id)
+                .bind(now)
+                .execute(&mut *conn)
+                .await?
+                .rows_affected();
+    }
+    Ok(purged)
 }

@@ -341,6 +341,50 @@ async fn two_phase_commits(pool: &PgPool) -> i64 {
         .unwrap()
 }
 
+/// The matchmaking sweep runs every two seconds on every replica: with nothing due it must
+/// not write on the workers (a delete of every shard was a two-phase commit each time).
+#[sqlx::test]
+async fn a_matchmaking_sweep_with_nothing_due_commits_nothing_in_two_phases(pool: PgPool) {
+    use crate::ladder_support::{matchmaking_ahead, resign, started};
+    use serde_json::json;
+
+    if !common::on_citus(&pool).await {
+        eprintln!("plain PostgreSQL: one server, nothing to commit in two phases");
+        return;
+    }
+    let app = common::spawn_app(pool.clone()).await;
+    let a = app.register(&common::unique("ala")).await;
+    let b = app.register(&common::unique("bolek")).await;
+    let id = started(&app, &a, &b, json!({})).await;
+    resign(&app, &id, &a).await;
+    let path = format!("/v1/matches/{id}/rematch");
+    assert_eq!(
+        app.post(&path, &a.token, json!({})).await.body["status"],
+        "offered"
+    );
+    // The commands' own multi-node commits may still be landing on a loaded machine: start
+    // counting once the count has held for a second.
+    let mut before = two_phase_commits(&pool).await;
+    for _ in 0..20 {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let now = two_phase_commits(&pool).await;
+        if now == before {
+            break;
+        }
+        before = now;
+    }
+    for _ in 0..3 {
+        assert_eq!(matchmaking_ahead(&app, 0).await.purged, 0);
+    }
+    assert_eq!(
+        two_phase_commits(&pool).await,
+        before,
+        "an idle sweep committed in two phases"
+    );
+    // Once the offer is due it is deleted on its shard.
+    assert_eq!(matchmaking_ahead(&app, 121).await.purged, 1);
+}
+
 #[sqlx::test]
 async fn keyed_shots_on_both_workers_commit_without_two_phase_commit_or_deadlock(pool: PgPool) {
     use crate::common::spawn_app;

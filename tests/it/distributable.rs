@@ -81,7 +81,11 @@ const CROSS_MATCH: &[(&str, &str)] = &[
     ),
     (
         "delete from rematch_offers where expires_at <= $1",
-        "expiry of unanswered rematch offers: a periodic sweep of every shard",
+        "expiry of unanswered rematch offers on plain PostgreSQL: a periodic sweep by time",
+    ),
+    (
+        "select distinct match_id from rematch_offers where expires_at <= $1",
+        "expiry of unanswered rematch offers on Citus: a read of every shard, each due offer then deleted on its shard",
     ),
     (
         "select t, pg_total_relation_size(t::regclass)",
