@@ -689,8 +689,7 @@ async fn ranks_from_bucket_counts_stay_exact_through_rating_changes(pool: PgPool
                     let earlier = made
                         .iter()
                         .flat_map(|(_, changes): &(uuid::Uuid, Vec<RatingChange>)| changes)
-                        .filter(|change| change.player == *player)
-                        .last();
+                        .rfind(|change| change.player == *player);
                     let standing = standings.iter().find(|s| s.player_id == *player).unwrap();
                     let (before, games) = match earlier {
                         Some(change) => (change.after, i64::from(change.game)),
