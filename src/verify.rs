@@ -5,7 +5,8 @@
 //! against the fold, re-runs the referee on each shot and on the finishing event, checks
 //! the fleet commitments and the rating events. Then it replays each ladder's history
 //! (each player's games in order, each recomputed with Glicko-2 from the one before)
-//! against `rating_changes` and `ratings`. Everything is read in one repeatable-read
+//! against `rating_changes` and `ratings`, and the ladders' bucket counts
+//! (`rating_buckets`) against `ratings`. Everything is read in one repeatable-read
 //! snapshot, so a live service can be verified.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -628,6 +629,21 @@ async fn check_ladders(
                 ),
             );
         }
+    }
+    // The ladders' bucket counts, derived from the standings, must agree with them.
+    for bucket in ratings::bucket_mismatches(&mut *conn).await? {
+        report.flag(
+            None,
+            format!(
+                "{} ladder: rating_buckets counts {} players in bucket {} (ratings from {} below {}), ratings hold {}",
+                bucket.ruleset,
+                bucket.kept,
+                bucket.bucket,
+                i64::from(bucket.bucket) * 8,
+                (i64::from(bucket.bucket) + 1) * 8,
+                bucket.counted
+            ),
+        );
     }
     Ok(())
 }

@@ -160,22 +160,26 @@ pub async fn settle(
         .map(|(ruleset, changes)| Event::RatingUpdated { ruleset, changes }))
 }
 
-/// Writes the history rows and new standings of every `rating_updated` among `stored`,
-/// so the tables always copy the event.
-pub async fn record(conn: &mut PgConnection, match_id: Uuid, stored: &[StoredEvent]) -> Result<()> {
-    for event in stored {
-        if let Event::RatingUpdated { ruleset, changes } = &event.event {
-            ratings::record(
-                conn,
-                match_id,
-                event.seq,
-                event.at,
-                ruleset.as_str(),
-                changes,
-            )
-            .await?;
-        }
-    }
+/// Writes the history rows and new standings of every `rating_updated` among each match's
+/// `stored` events, so the tables always copy the event: all of a transaction's in one
+/// call, which moves the ladders' bucket counts once, in one order.
+pub async fn record(conn: &mut PgConnection, stored: &[(Uuid, Vec<StoredEvent>)]) -> Result<()> {
+    let rated: Vec<ratings::Rated<'_>> = stored
+        .iter()
+        .flat_map(|(match_id, events)| {
+            events.iter().filter_map(move |event| match &event.event {
+                Event::RatingUpdated { ruleset, changes } => Some(ratings::Rated {
+                    match_id: *match_id,
+                    seq: event.seq,
+                    at: event.at,
+                    ruleset: ruleset.as_str(),
+                    changes,
+                }),
+                _ => None,
+            })
+        })
+        .collect();
+    ratings::record(conn, &rated).await?;
     Ok(())
 }
 

@@ -287,11 +287,12 @@ pub(crate) async fn write(
         })
         .collect();
     player_matches::store(&mut *conn, &mirrors, now).await?;
-    let mut notes = Vec::new();
-    for change in folded {
-        ladder::record(&mut *conn, change.id, &change.stored(now)).await?;
-        notes.extend(player_notices(change));
-    }
+    let stored: Vec<(Uuid, Vec<StoredEvent>)> = folded
+        .iter()
+        .map(|change| (change.id, change.stored(now)))
+        .collect();
+    ladder::record(&mut *conn, &stored).await?;
+    let notes: Vec<_> = folded.iter().flat_map(player_notices).collect();
     push_notices(conn, notes).await?;
     Ok(Stored::All(read_now))
 }

@@ -312,7 +312,7 @@ pub async fn copy_matches(
     .await
 }
 
-/// Loads the standings the history left.
+/// Loads the standings the history left, and counts the ladders' rating buckets from them.
 pub async fn copy_standings(
     conn: &mut PgConnection,
     standings: &[LoadedStanding],
@@ -342,7 +342,8 @@ pub async fn copy_standings(
          FROM STDIN",
         data,
     )
-    .await
+    .await?;
+    super::ratings::recount_buckets(conn).await
 }
 
 /// The events a loaded match's log would hold, numbered from 1, each at its own time.
@@ -357,8 +358,8 @@ pub fn numbered(events: Vec<(DateTime<Utc>, Event)>) -> Vec<StoredEvent> {
 pub async fn bytes_of_play(conn: &mut PgConnection) -> Result<Vec<(String, i64)>, StoreError> {
     Ok(sqlx::query_as(
         "SELECT t, pg_total_relation_size(t::regclass)
-         FROM unnest(ARRAY['matches', 'match_events', 'rating_changes', 'ratings', 'players',
-                           'player_matches'])
+         FROM unnest(ARRAY['matches', 'match_events', 'rating_changes', 'ratings',
+                           'rating_buckets', 'players', 'player_matches'])
               AS t ORDER BY t",
     )
     .fetch_all(conn)

@@ -160,17 +160,15 @@ pub async fn page(
     .await?)
 }
 
+/// A player's (`$1`) record, counted down `player_matches_record_idx` alone (migration 0057).
+pub const RECORD: &str = "SELECT count(*) FILTER (WHERE result = 'win') AS wins,
+        count(*) FILTER (WHERE result = 'loss') AS losses,
+        count(*) FILTER (WHERE result = 'draw') AS draws
+ FROM player_matches WHERE player_id = $1 AND status = 'finished'";
+
 /// A player's record: wins, losses and draws over finished matches.
 pub async fn record(db: impl PgExecutor<'_>, player: Uuid) -> Result<(i64, i64, i64), StoreError> {
-    Ok(sqlx::query_as(
-        "SELECT count(*) FILTER (WHERE result = 'win') AS wins,
-                count(*) FILTER (WHERE result = 'loss') AS losses,
-                count(*) FILTER (WHERE result = 'draw') AS draws
-         FROM player_matches WHERE player_id = $1 AND status = 'finished'",
-    )
-    .bind(player)
-    .fetch_one(db)
-    .await?)
+    Ok(sqlx::query_as(RECORD).bind(player).fetch_one(db).await?)
 }
 
 /// Whether `player` sits in a match being placed or fought.

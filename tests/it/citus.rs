@@ -150,6 +150,7 @@ async fn the_per_match_tables_are_distributed_by_match_on_citus(pool: PgPool) {
         ("matches", "distributed"),
         ("player_matches", "distributed"),
         ("players", "reference"),
+        ("rating_buckets", "reference"),
         ("rating_changes", "distributed"),
         ("ratings", "reference"),
         ("rematch_offers", "distributed"),

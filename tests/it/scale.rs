@@ -1,7 +1,7 @@
 //! Cost that does not grow with the work: every periodic query, run with
 //! `EXPLAIN (ANALYZE, BUFFERS)` over 100,000 matches in play, touches a small constant of
-//! buffers; and concurrent commands at a few matches, across lanes and two replicas sharing
-//! the database, never deadlock.
+//! buffers; a rank costs the same on a ladder ten times longer; and concurrent commands at
+//! a few matches, across lanes and two replicas sharing the database, never deadlock.
 
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
@@ -16,6 +16,9 @@ const IN_PLAY: i64 = 100_000;
 /// descent and a handful of rows (measured: 2 to 50); a scan of the matches in play would
 /// touch thousands.
 const BUFFER_BOUND: i64 = 100;
+/// The most shared buffers a profile's own ranks may touch on a ladder of 50,000 rated
+/// players (measured: 12; counting the players above the lowest touched 618).
+const RANK_BUFFER_BOUND: i64 = 30;
 
 /// Fills the database quickly: players, `IN_PLAY` matches in battle with clocks running
 /// later, a tenth of them against a bot whose pause has not run yet, a few bot turns due,
@@ -461,4 +464,178 @@ async fn housekeeping_applies_every_retention_policy_and_keeps_the_event_log(poo
     // Nothing more is due: a second purge deletes nothing.
     let again = statki::housekeeping::purge(&pool, now).await.unwrap();
     assert_eq!(again, statki::housekeeping::Purged::default());
+}
+
+/// Adds `count` players rated on `classic` around 1500 (a spread like Glicko's: most within
+/// a few hundred points), counts the ladder's buckets afresh and vacuums, as a ladder long
+/// in use would be.
+async fn rate_players(pool: &PgPool, count: i64) {
+    sqlx::query(
+        "WITH new AS (
+             INSERT INTO players (id, name, name_key)
+             SELECT gen_random_uuid(), 'l' || g, 'l' || g
+             FROM generate_series((SELECT count(*) FROM players) + 1,
+                                  (SELECT count(*) FROM players) + $1) AS g
+             RETURNING id)
+         INSERT INTO ratings (ruleset, player_id, rating, deviation, volatility, games, wins,
+                              losses, draws, updated_at)
+         SELECT 'classic', id, 1500 + 400 * (random() + random() + random() + random() - 2),
+                80, 0.06, 10, 5, 5, 0, now()
+         FROM new",
+    )
+    .bind(count)
+    .execute(pool)
+    .await
+    .unwrap();
+    let mut conn = pool.acquire().await.unwrap();
+    statki::store::ratings::recount_buckets(&mut conn)
+        .await
+        .unwrap();
+    sqlx::query("VACUUM (ANALYZE) ratings, rating_buckets, players")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+}
+
+/// The ladder's worst ranks to count: the lowest-rated player's own ranks, and the page
+/// after the player a tenth of the way up from the bottom, beside the first page. With the
+/// counting before migration 0056 (one plus the players above, down `ratings_rank_idx`)
+/// for comparison.
+async fn rank_costs(pool: &PgPool) -> [i64; 4] {
+    let (lowest, rating): (uuid::Uuid, f64) = sqlx::query_as(
+        "SELECT player_id, rating FROM ratings WHERE ruleset = 'classic'
+         ORDER BY rating, player_id LIMIT 1",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    let (cursor, cursor_rating): (uuid::Uuid, f64) = sqlx::query_as(
+        "SELECT player_id, rating FROM ratings WHERE ruleset = 'classic'
+         ORDER BY rating, player_id OFFSET (SELECT count(*) / 10 FROM ratings) LIMIT 1",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    let own = explained!(
+        pool,
+        "own ranks, lowest",
+        statki::store::ratings::OWN_RANKS,
+        lowest
+    );
+    let first = explained!(
+        pool,
+        "ladder, first page",
+        statki::store::ratings::LADDER_PAGE,
+        "classic",
+        None::<f64>,
+        None::<uuid::Uuid>,
+        51_i64
+    );
+    let end = explained!(
+        pool,
+        "ladder page near the end",
+        statki::store::ratings::LADDER_PAGE,
+        "classic",
+        Some(cursor_rating),
+        Some(cursor),
+        51_i64
+    );
+    for page in [&first, &end] {
+        assert_eq!(page.2[0]["Plan"]["Actual Rows"].as_i64(), Some(51));
+    }
+    let counted = explained!(
+        pool,
+        "counted above, lowest",
+        "SELECT 1 + count(*) FROM ratings
+         WHERE ruleset = 'classic' AND games > 0 AND rating > $1",
+        rating
+    );
+    [own.1, first.1, end.1, counted.1]
+}
+
+#[sqlx::test]
+async fn a_rank_costs_the_same_on_a_ladder_ten_times_longer(pool: PgPool) {
+    statki::store::migrate(&pool).await.unwrap();
+    rate_players(&pool, 5_000).await;
+    let [own_small, first_small, end_small, counted_small] = rank_costs(&pool).await;
+    rate_players(&pool, 45_000).await;
+    let [own_large, first_large, end_large, counted_large] = rank_costs(&pool).await;
+    println!(
+        "5,000 → 50,000 rated players: own ranks {own_small} → {own_large} buffers; the first \
+         page {first_small} → {first_large}, a page near the end {end_small} → {end_large}; \
+         counting the players above the lowest {counted_small} → {counted_large}"
+    );
+    // Own ranks: an index descent or two, the bucket rows above (a few pages) and one
+    // bucket's index entries, where counting the players above read every entry above.
+    assert!(
+        own_large <= RANK_BUFFER_BOUND,
+        "own ranks: {own_large} buffers on a ladder of 50,000"
+    );
+    assert!(
+        own_large <= own_small + 8,
+        "own ranks: {own_small} buffers at 5,000 players grew to {own_large} at 50,000"
+    );
+    // A page: its 51 rows (each a standing and a name, found down indexes one level deeper
+    // on the longer ladder) and one rank, wherever it starts.
+    for (first, end) in [(first_small, end_small), (first_large, end_large)] {
+        assert!(
+            end <= first + 8,
+            "a page near the end touched {end} buffers, the first page {first}"
+        );
+    }
+}
+
+/// Every node of a plan, depth first.
+fn nodes(plan: &Value) -> Vec<&Value> {
+    let mut found = vec![plan];
+    if let Some(children) = plan["Plans"].as_array() {
+        for child in children {
+            found.extend(nodes(child));
+        }
+    }
+    found
+}
+
+#[sqlx::test]
+async fn a_players_record_is_counted_from_an_index_alone(pool: PgPool) {
+    statki::store::migrate(&pool).await.unwrap();
+    // A regular with 10,000 finished matches, their rows spread among ten other players'.
+    let regular: uuid::Uuid = sqlx::query_scalar(
+        "INSERT INTO player_matches (player_id, match_id, role, opponent, ruleset, ranked,
+                                     status, result, created_at, ended_at)
+         SELECT CASE WHEN g % 11 = 0 THEN '00000000-0000-4000-8000-000000000001'::uuid
+                     ELSE gen_random_uuid() END,
+                gen_random_uuid(), 'creator', gen_random_uuid(), 'classic', true, 'finished',
+                (ARRAY['win', 'loss', 'draw'])[1 + g % 3], now(), now()
+         FROM generate_series(1, 110000) AS g
+         RETURNING '00000000-0000-4000-8000-000000000001'::uuid",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap()[0];
+    sqlx::query("VACUUM (ANALYZE) player_matches")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let (_, used, plan) = explained!(
+        &pool,
+        "a player's record",
+        statki::store::player_matches::RECORD,
+        regular
+    );
+    let scans: Vec<&str> = nodes(&plan[0]["Plan"])
+        .iter()
+        .filter_map(|node| node["Node Type"].as_str())
+        .collect();
+    assert!(scans.contains(&"Index Only Scan"), "{plan:#}");
+    // 10,000 entries of a uuid and a short text: a few dozen index pages, where a visit to
+    // each row read hundreds of heap pages.
+    assert!(
+        used <= 80,
+        "{used} buffers for 10,000 finished matches: {plan:#}"
+    );
+    let record = statki::store::player_matches::record(&pool, regular)
+        .await
+        .unwrap();
+    assert_eq!(record.0 + record.1 + record.2, 10_000);
 }

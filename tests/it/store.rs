@@ -306,6 +306,10 @@ async fn ladder_ranks_count_the_rated_players_above_on_every_page(pool: PgPool) 
         .execute(&pool)
         .await
         .unwrap();
+    // Rows written here, not through `ratings::record`: the bucket counts from them.
+    store::ratings::recount_buckets(&mut pool.acquire().await.unwrap())
+        .await
+        .unwrap();
 
     let mut ranks = Vec::new();
     let mut after = None;

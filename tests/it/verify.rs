@@ -116,11 +116,44 @@ async fn a_tampered_rating_is_caught(pool: PgPool) {
         .await
         .unwrap();
     let report = verify::run(&app.pool).await.unwrap();
-    assert_eq!(report.mismatches.len(), 1, "{report}");
+    // The standing differs from its history, and the ladder's bucket counts (kept by the
+    // service, not by this update) differ from the standings: the bucket the rating left
+    // and the one it entered.
+    assert_eq!(report.mismatches.len(), 3, "{report}");
     let what = &report.mismatches[0].what;
     assert!(
         what.contains(&a.id) && what.contains("classic") && what.contains("standing"),
         "{what}"
+    );
+    for bucket in &report.mismatches[1..] {
+        assert!(
+            bucket
+                .what
+                .contains("classic ladder: rating_buckets counts"),
+            "{}",
+            bucket.what
+        );
+    }
+}
+
+#[sqlx::test]
+async fn a_tampered_bucket_count_is_caught(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    play_everything(&app).await;
+    assert!(verify::run(&app.pool).await.unwrap().ok());
+    sqlx::query(
+        "UPDATE rating_buckets SET players = players + 1
+         WHERE (ruleset, bucket) = (SELECT ruleset, bucket FROM rating_buckets
+                                    WHERE players > 0 ORDER BY 1, 2 LIMIT 1)",
+    )
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    let report = verify::run(&app.pool).await.unwrap();
+    assert_eq!(report.mismatches.len(), 1, "{report}");
+    assert!(
+        report.mismatches[0].what.contains("rating_buckets counts"),
+        "{report}"
     );
 }
 
