@@ -160,7 +160,7 @@ pub async fn page(
     .await?)
 }
 
-/// A player's (`$1`) record, counted down `player_matches_record_idx` alone (migration 0057).
+/// A player's (`$1`) record, counted down `player_matches_record_idx` alone (migration 0058).
 pub const RECORD: &str = "SELECT count(*) FILTER (WHERE result = 'win') AS wins,
         count(*) FILTER (WHERE result = 'loss') AS losses,
         count(*) FILTER (WHERE result = 'draw') AS draws

@@ -499,7 +499,7 @@ async fn rate_players(pool: &PgPool, count: i64) {
 
 /// The ladder's worst ranks to count: the lowest-rated player's own ranks, and the page
 /// after the player a tenth of the way up from the bottom, beside the first page. With the
-/// counting before migration 0056 (one plus the players above, down `ratings_rank_idx`)
+/// counting before migration 0057 (one plus the players above, down `ratings_rank_idx`)
 /// for comparison.
 async fn rank_costs(pool: &PgPool) -> [i64; 4] {
     let (lowest, rating): (uuid::Uuid, f64) = sqlx::query_as(
