@@ -157,22 +157,7 @@ async fn follow(client: Client, match_id: String, token: String) -> (Vec<Value>,
                     match body.next().await {
                         Some(Ok(chunk)) => {
                             buffer.push_str(std::str::from_utf8(&chunk).expect("UTF-8"));
-                            while let Some(end) = buffer.find("\n\n") {
-                                let block: String = buffer.drain(..end + 2).collect();
-                                let data: Vec<&str> = block
-                                    .lines()
-                                    .filter_map(|line| line.strip_prefix("data:"))
-                                    .map(|data| data.strip_prefix(' ').unwrap_or(data))
-                                    .collect();
-                                // Only the log's events carry an id; presence changes
-                                // are not part of the log, so the comparison leaves them out.
-                                let logged = block.lines().any(|line| line.starts_with("id:"));
-                                if logged && !data.is_empty() {
-                                    events.push(
-                                        serde_json::from_str(&data.join("\n")).expect("JSON"),
-                                    );
-                                }
-                            }
+                            events.extend(crate::common::take_logged_events(&mut buffer));
                         }
                         Some(Err(_)) => break false,
                         None => break true,

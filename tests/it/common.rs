@@ -382,3 +382,23 @@ pub fn verify(url: &str, on: &str) {
         String::from_utf8_lossy(&verified.stderr)
     );
 }
+
+/// Takes the whole server-sent events out of `buffer` and returns the logged ones' data as
+/// JSON: only the log's events carry an `id:`; presence changes are not part of the log, so
+/// comparisons with the log leave them out.
+pub fn take_logged_events(buffer: &mut String) -> Vec<Value> {
+    let mut events = Vec::new();
+    while let Some(end) = buffer.find("\n\n") {
+        let block: String = buffer.drain(..end + 2).collect();
+        let data: Vec<&str> = block
+            .lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .map(|data| data.strip_prefix(' ').unwrap_or(data))
+            .collect();
+        let logged = block.lines().any(|line| line.starts_with("id:"));
+        if logged && !data.is_empty() {
+            events.push(serde_json::from_str(&data.join("\n")).expect("JSON"));
+        }
+    }
+    events
+}
