@@ -10,11 +10,17 @@
 //! the README (as `statki_auditor`) and `statki verify`. It also reports the disk used per
 //! finished match and what a year of 100,000 matches a day would take.
 //!
+//! Both sides are built first and both services keep running; then `SCALE_ROUNDS` rounds
+//! of measurements alternate between them (empty, history, empty, history, …), `statki
+//! verify` runs once on each, and `pgbench` alternates as many rounds with the services
+//! stopped. Each figure printed is the median of its rounds, with every round's p99 (and
+//! rate) in its note and the machine's 1-minute load average printed for each round.
+//!
 //! `DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres cargo bench --bench scale`
 //! (optional: `SCALE_FINISHED=1000000`, `SCALE_PLAYERS=100000`, `SCALE_IN_PLAY=10000`,
 //! `SCALE_SECONDS=10` per shot run, `SCALE_SAMPLES=200` requests per read path,
-//! `SCALE_AUDIT_RUNS=3`, `SCALE_VERIFY=0` to skip `statki verify`, `SCALE_KEEP=1` to keep
-//! both databases, `SCALE_SEED=1`).
+//! `SCALE_AUDIT_RUNS=3`, `SCALE_ROUNDS=3`, `SCALE_VERIFY=0` to skip `statki verify`,
+//! `SCALE_KEEP=1` to keep both databases, `SCALE_SEED=1`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod history;
@@ -34,8 +40,8 @@ use uuid::Uuid;
 
 use history::History;
 use service::{
-    Client, Server, database_url, drop_database, env_or, fill, percentile, play, prepare,
-    round_robin, run_pgbench,
+    Client, Live, Server, database_url, drop_database, env_or, fill, percentile, play, prepare,
+    prepare_for, register, round_robin, run_pgbench,
 };
 
 /// What one measured path took: every sample's latency, or a rate.
@@ -247,14 +253,29 @@ fn audit_queries() -> Vec<(String, String)> {
 }
 
 /// One side's measurements. `history` loads years of play first.
-async fn measure(
+/// One side of the comparison: its database made and filled, its service running.
+struct Prepared {
+    label: String,
+    database: String,
+    url: String,
+    admin: PgPool,
+    server: Option<Server>,
+    live: Vec<Live>,
+    /// Matches played to the end on this side: id, a player's token, that player's id.
+    ended: Vec<(String, String, String)>,
+    /// Whose matches are listed: the history's player with the most matches, or on the
+    /// empty side a player with a little more than a page of them.
+    busiest: Option<Uuid>,
+}
+
+/// Makes one side's database (with a history when given), starts its service, brings
+/// `SCALE_IN_PLAY` matches to their first shot, plays 20 to the end and opens 200.
+async fn prepare_side(
     label: &str,
     base_url: &str,
     database: &str,
     history: Option<(usize, usize, u64)>,
-) -> Side {
-    let samples = env_or("SCALE_SAMPLES", 200);
-    let seconds = env_or("SCALE_SECONDS", 10) as f64;
+) -> Prepared {
     let in_play = env_or("SCALE_IN_PLAY", 10_000);
     let url = database_url(base_url, database);
     Postgres::drop_database(&url).await.ok();
@@ -266,7 +287,6 @@ async fn measure(
         .unwrap();
     statki::store::migrate(&admin).await.unwrap();
     println!("{label}:");
-    let mut side: Side = Vec::new();
     let busiest = match history {
         Some((players, finished, seed)) => Some(
             load_history(&admin, players, finished, seed)
@@ -302,7 +322,7 @@ async fn measure(
     .await;
     let client = server.client.clone();
     let started = Instant::now();
-    let mut live = fill(&client, in_play).await;
+    let live = fill(&client, in_play).await;
     // A few matches played to the end on both sides, to view and stream.
     let mut ended = Vec::new();
     for n in 0..20 {
@@ -316,27 +336,95 @@ async fn measure(
         ended.push((id, token, player));
     }
     open_matches(&client).await;
+    // Without a history, a player with more than a page of finished matches, so that both
+    // sides list full pages of a player's matches.
+    let regular = match history {
+        Some(_) => None,
+        None => Some(play_regular(&client, REGULAR_MATCHES).await),
+    };
     println!(
-        "  {in_play} matches in play, 20 played to the end, 200 open, in {:.0} s",
+        "  {in_play} matches in play, 20 played to the end, 200 open{}, in {:.0} s",
+        if regular.is_some() {
+            format!(", {REGULAR_MATCHES} played to the end by one player")
+        } else {
+            String::new()
+        },
         started.elapsed().as_secs_f64()
     );
     // Fresh planner statistics on both sides, as autovacuum would have taken by then: the
     // history side's were taken before these matches, the empty side had none at all.
     sqlx::query("ANALYZE").execute(&admin).await.unwrap();
+    Prepared {
+        label: label.to_owned(),
+        database: database.to_owned(),
+        url,
+        admin,
+        server: Some(server),
+        live,
+        ended,
+        busiest: busiest.or(regular),
+    }
+}
 
-    // Shots first, on a service that has read nothing else yet.
+/// Finished matches of the empty side's regular player: more than one page of 50.
+const REGULAR_MATCHES: usize = 60;
+
+/// Registers a player and plays `count` matches to the end against new opponents, 4 at a
+/// time (a player may hold 5 unjoined matches); the player's id.
+async fn play_regular(client: &std::sync::Arc<Client>, count: usize) -> Uuid {
+    let regular = register(client, "regular").await;
+    let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let workers: Vec<_> = (0..4)
+        .map(|_| {
+            let (client, regular, next) = (client.clone(), regular.clone(), next.clone());
+            tokio::spawn(async move {
+                loop {
+                    let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if n >= count {
+                        return;
+                    }
+                    let ready =
+                        prepare_for(&client, regular.clone(), &format!("regular-{n}")).await;
+                    play(&client, ready).await;
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    regular.0.parse().unwrap()
+}
+
+/// One round of every request path, poll and audit query on a prepared side.
+async fn measure_round(prepared: &mut Prepared) -> Side {
+    let samples = env_or("SCALE_SAMPLES", 200);
+    let seconds = env_or("SCALE_SECONDS", 10) as f64;
+    let client = prepared
+        .server
+        .as_ref()
+        .expect("the side's service runs until its rounds are over")
+        .client
+        .clone();
+    let admin = prepared.admin.clone();
+    let ended = &prepared.ended;
+    let mut side: Side = Vec::new();
+
+    // Shots first: in the first round on a service that has read nothing else yet.
     for connections in [8, 64] {
+        let live = std::mem::take(&mut prepared.live);
         let (back, latencies, took) = round_robin(&client, live, connections, seconds).await;
-        live = back;
+        prepared.live = back;
         let mut shots = Measured::of(latencies);
         shots.rate = Some(shots.latencies.len() as f64 / took);
         side.push((format!("shot, {connections} connections"), shots));
     }
 
-    let watcher = &live[0].ready;
+    let watcher = &prepared.live[0].ready;
     let watcher_token = watcher.players[0].1.clone();
     let mut rng = rand::rng();
-    let in_play_ids: Vec<(String, String)> = live
+    let in_play_ids: Vec<(String, String)> = prepared
+        .live
         .iter()
         .map(|m| (m.ready.id.clone(), m.ready.players[0].1.clone()))
         .collect();
@@ -370,8 +458,10 @@ async fn measure(
         side.push((format!("{status} list, first page"), listed));
     }
 
-    // A player's matches: the busiest player of the history, else one of the ended matches'.
-    let player = busiest.map_or_else(|| ended[0].2.clone(), |id| id.to_string());
+    // A player's matches: the busiest player of the history, or the empty side's regular.
+    let player = prepared
+        .busiest
+        .map_or_else(|| ended[0].2.clone(), |id| id.to_string());
     let first_page = format!("/v1/players/{player}/matches");
     let firsts = sample(samples, |_| {
         let (client, token, path) = (client.clone(), watcher_token.clone(), first_page.clone());
@@ -431,7 +521,7 @@ async fn measure(
     side.push(("a player's profile and own ranks".into(), profile));
     let last_seqs: Vec<i64> = {
         let mut seqs = Vec::new();
-        for (id, token, _) in &ended {
+        for (id, token, _) in ended {
             seqs.push(
                 get(&client, &format!("/v1/matches/{id}"), token).await["seq"]
                     .as_i64()
@@ -514,47 +604,52 @@ async fn measure(
         sqlx::query("RESET ROLE").execute(&mut *conn).await.unwrap();
         side.push((format!("audit: {name}"), Measured::of(latencies)));
     }
-    server.stop();
+    side
+}
 
-    if env_or("SCALE_VERIFY", 1) == 1 {
-        let started = Instant::now();
-        let output = std::process::Command::new(env!("CARGO_BIN_EXE_statki"))
-            .arg("verify")
-            .env("DATABASE_URL", &url)
-            .env("RUST_LOG", "warn")
-            .output()
-            .expect("run statki verify");
-        let took = started.elapsed();
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let verified: f64 = stdout
-            .lines()
-            .find_map(|line| line.strip_prefix("verified "))
-            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
-            .unwrap_or(0.0);
-        let ok = output.status.success();
-        side.push((
-            "statki verify, the whole database".into(),
-            Measured {
-                latencies: vec![took],
-                rate: Some(verified / took.as_secs_f64()),
-                note: format!(
-                    "{verified} matches, {}",
-                    if ok { "OK" } else { "MISMATCHES" }
-                ),
-                ..Measured::default()
-            },
-        ));
-        if !ok || verified == 0.0 {
-            println!(
-                "  statki verify: {stdout}{}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-        }
+/// `statki verify` over a side's whole database, its service stopped.
+fn verify(prepared: &Prepared) -> (String, Measured) {
+    let started = Instant::now();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_statki"))
+        .arg("verify")
+        .env("DATABASE_URL", &prepared.url)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run statki verify");
+    let took = started.elapsed();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let verified: f64 = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("verified "))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0);
+    let ok = output.status.success();
+    if !ok || verified == 0.0 {
+        println!(
+            "  statki verify: {stdout}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
     }
-    // Last, as its naive shots append events no referee decided: the same transaction shape
-    // as a shot, on the same database, with the service stopped.
+    (
+        "statki verify, the whole database".into(),
+        Measured {
+            latencies: vec![took],
+            rate: Some(verified / took.as_secs_f64()),
+            note: format!(
+                "{verified} matches, {}",
+                if ok { "OK" } else { "MISMATCHES" }
+            ),
+            ..Measured::default()
+        },
+    )
+}
+
+/// The naive shots of `pgbench` at 8 and 64 clients on a side whose service is stopped.
+async fn naive_shots(prepared: &Prepared) -> Side {
+    let seconds = env_or("SCALE_SECONDS", 10) as u64;
+    let mut side = Vec::new();
     for clients in [8, 64] {
-        let naive = run_pgbench(&url, &admin, clients, seconds as u64).await;
+        let naive = run_pgbench(&prepared.url, &prepared.admin, clients, seconds).await;
         side.push((
             format!("pgbench naive shot, {clients} clients"),
             Measured {
@@ -565,11 +660,76 @@ async fn measure(
             },
         ));
     }
-    admin.close().await;
-    if env_or("SCALE_KEEP", 0) == 0 {
-        drop_database(base_url, database).await;
-    }
     side
+}
+
+/// The 1-minute load average, to note beside each round.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".into())
+}
+
+/// One figure per path from several rounds: the median of the rounds' p50s, p99s and rates,
+/// with the rounds' p99s (or rates) in the note when there was more than one.
+fn medians(rounds: Vec<Side>) -> Side {
+    let mut by_name: Vec<(String, Vec<Measured>)> = Vec::new();
+    for round in rounds {
+        for (name, measured) in round {
+            match by_name.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, all)) => all.push(measured),
+                None => by_name.push((name, vec![measured])),
+            }
+        }
+    }
+    by_name
+        .into_iter()
+        .map(|(name, mut all)| {
+            if all.len() == 1 {
+                return (name, all.remove(0));
+            }
+            let median = |mut values: Vec<f64>| {
+                values.sort_by(f64::total_cmp);
+                let middle = values.len() / 2;
+                if values.len() % 2 == 0 {
+                    (values[middle - 1] + values[middle]) / 2.0
+                } else {
+                    values[middle]
+                }
+            };
+            let p50 = median(all.iter().filter_map(|m| m.p(0.5)).collect());
+            let p99s: Vec<f64> = all.iter().filter_map(|m| m.p(0.99)).collect();
+            let rates: Vec<f64> = all.iter().filter_map(|m| m.rate).collect();
+            let spread = |values: &[f64], digits: usize| {
+                values
+                    .iter()
+                    .map(|v| format!("{v:.digits$}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            let note = if rates.is_empty() {
+                format!("p99s {}", spread(&p99s, 2))
+            } else {
+                format!("p99s {}; rates {}", spread(&p99s, 2), spread(&rates, 0))
+            };
+            let first_note = all[0].note.clone();
+            let measured = Measured {
+                quantiles: Some((
+                    Duration::from_secs_f64(p50 / 1e3),
+                    Duration::from_secs_f64(median(p99s.clone()) / 1e3),
+                )),
+                rate: (!rates.is_empty()).then(|| median(rates.clone())),
+                note: if first_note.is_empty() {
+                    note
+                } else {
+                    format!("{first_note}; {note}")
+                },
+                ..Measured::default()
+            };
+            (name, measured)
+        })
+        .collect()
 }
 
 fn first_page_after(path: &str, cursor: &Option<String>) -> String {
@@ -590,21 +750,79 @@ async fn main() {
     let finished = env_or("SCALE_FINISHED", 1_000_000);
     let players = env_or("SCALE_PLAYERS", 100_000);
     let seed = env_or("SCALE_SEED", 1) as u64;
+    let rounds = env_or("SCALE_ROUNDS", 3).max(1);
     let id = std::process::id();
-    let empty = measure(
-        "empty database",
-        &base_url,
-        &format!("statki_scale_{id}_empty"),
-        None,
-    )
-    .await;
-    let full = measure(
-        &format!("{finished} finished matches, {players} players"),
-        &base_url,
-        &format!("statki_scale_{id}_full"),
-        Some((players, finished, seed)),
-    )
-    .await;
+    let mut sides = [
+        prepare_side(
+            "empty database",
+            &base_url,
+            &format!("statki_scale_{id}_empty"),
+            None,
+        )
+        .await,
+        prepare_side(
+            &format!("{finished} finished matches, {players} players"),
+            &base_url,
+            &format!("statki_scale_{id}_full"),
+            Some((players, finished, seed)),
+        )
+        .await,
+    ];
+    // Rounds alternate between the sides, so that a change in the machine's load falls on
+    // both rather than on one; each figure below is the median of its rounds.
+    let mut taken: [Vec<Side>; 2] = [Vec::new(), Vec::new()];
+    for round in 1..=rounds {
+        for (prepared, taken) in sides.iter_mut().zip(taken.iter_mut()) {
+            let started = Instant::now();
+            let load = load_average();
+            taken.push(measure_round(prepared).await);
+            println!(
+                "round {round}, {}: {:.0} s, 1-minute load average {load} → {}",
+                prepared.label,
+                started.elapsed().as_secs_f64(),
+                load_average()
+            );
+        }
+    }
+    for prepared in &mut sides {
+        if let Some(server) = prepared.server.take() {
+            server.stop();
+        }
+    }
+    if env_or("SCALE_VERIFY", 1) == 1 {
+        for (prepared, taken) in sides.iter().zip(taken.iter_mut()) {
+            let load = load_average();
+            let verified = verify(prepared);
+            println!(
+                "statki verify, {}: 1-minute load average {load} → {}",
+                prepared.label,
+                load_average()
+            );
+            taken[0].push(verified);
+        }
+    }
+    // Last, as its naive shots append events no referee decided: the same transaction shape
+    // as a shot, on the same database, with the service stopped; alternating as above.
+    for round in 0..rounds {
+        for (prepared, taken) in sides.iter().zip(taken.iter_mut()) {
+            let load = load_average();
+            let naive = naive_shots(prepared).await;
+            println!(
+                "pgbench round {}, {}: 1-minute load average {load} → {}",
+                round + 1,
+                prepared.label,
+                load_average()
+            );
+            taken[round].extend(naive);
+        }
+    }
+    for prepared in sides {
+        prepared.admin.close().await;
+        if env_or("SCALE_KEEP", 0) == 0 {
+            drop_database(&base_url, &prepared.database).await;
+        }
+    }
+    let [empty, full] = taken.map(medians);
     let at_scale: BTreeMap<&str, &Measured> = full
         .iter()
         .map(|(name, measured)| (name.as_str(), measured))

@@ -78,6 +78,11 @@ pub struct Ready {
 /// Registers two players and brings a match to its first shot.
 pub async fn prepare(client: &Client, name: &str) -> Ready {
     let a = register(client, &format!("a-{name}")).await;
+    prepare_for(client, a, name).await
+}
+
+/// Brings a match of player `a` (id, token) against a newly registered one to its first shot.
+pub async fn prepare_for(client: &Client, a: (String, String), name: &str) -> Ready {
     let b = register(client, &format!("b-{name}")).await;
     let (_, created, _) = client
         .call(
