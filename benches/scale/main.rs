@@ -692,7 +692,7 @@ fn medians(rounds: Vec<Side>) -> Side {
             let median = |mut values: Vec<f64>| {
                 values.sort_by(f64::total_cmp);
                 let middle = values.len() / 2;
-                if values.len() % 2 == 0 {
+                if values.len().is_multiple_of(2) {
                     (values[middle - 1] + values[middle]) / 2.0
                 } else {
                     values[middle]
