@@ -5,8 +5,9 @@
 //! against the fold, re-runs the referee on each shot and on the finishing event, checks
 //! the fleet commitments and the rating events. Then it replays each ladder's history
 //! (each player's games in order, each recomputed with Glicko-2 from the one before)
-//! against `rating_changes` and `ratings`, and the ladders' bucket counts
-//! (`rating_buckets`) against `ratings`. Everything is read in one repeatable-read
+//! against `rating_changes` and `ratings`, the ladders' bucket counts (`rating_buckets`)
+//! against `ratings`, and the players' records (`player_records`) against their rows of
+//! `player_matches`. Everything is read in one repeatable-read
 //! snapshot, so a live service can be verified.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -141,6 +142,16 @@ pub async fn run_in_pages(pool: &PgPool, page: i64) -> Result<Report, StoreError
         report.flag(
             None,
             format!("player_matches has {stored_rows} rows, the matches give {player_rows}"),
+        );
+    }
+    // The players' records, derived from their rows, must agree with them.
+    for record in player_matches::record_mismatches(&mut *tx).await? {
+        report.flag(
+            None,
+            format!(
+                "player_records keeps {:?} (wins, losses, draws) for {}, player_matches counts {:?}",
+                record.kept, record.player_id, record.counted
+            ),
         );
     }
     check_ladders(&mut tx, &mut report, &rated).await?;

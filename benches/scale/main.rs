@@ -317,6 +317,9 @@ async fn prepare_side(
         &[
             ("STATKI_PLACEMENT_SECONDS", "36000"),
             ("STATKI_SHOT_SECONDS", "36000"),
+            // The open matches must outlast the other side's load (the default 900 s
+            // cancelled the empty side's before its first round).
+            ("STATKI_JOIN_SECONDS", "36000"),
         ],
     )
     .await;
@@ -336,8 +339,9 @@ async fn prepare_side(
         ended.push((id, token, player));
     }
     open_matches(&client).await;
-    // Without a history, a player with more than a page of finished matches, so that both
-    // sides list full pages of a player's matches.
+    // Without a history, a player with two pages of finished ranked matches, so that both
+    // sides list full pages of a player's matches and of the ladder, and the profile has a
+    // record and a rank to show.
     let regular = match history {
         Some(_) => None,
         None => Some(play_regular(&client, REGULAR_MATCHES).await),
@@ -345,7 +349,7 @@ async fn prepare_side(
     println!(
         "  {in_play} matches in play, 20 played to the end, 200 open{}, in {:.0} s",
         if regular.is_some() {
-            format!(", {REGULAR_MATCHES} played to the end by one player")
+            format!(", {REGULAR_MATCHES} ranked ones played to the end by one player")
         } else {
             String::new()
         },
@@ -366,11 +370,12 @@ async fn prepare_side(
     }
 }
 
-/// Finished matches of the empty side's regular player: more than one page of 50.
-const REGULAR_MATCHES: usize = 60;
+/// Ranked matches the empty side's regular player plays to the end: two full pages of 50
+/// of their matches, and a full first page of the ladder.
+const REGULAR_MATCHES: usize = 100;
 
-/// Registers a player and plays `count` matches to the end against new opponents, 4 at a
-/// time (a player may hold 5 unjoined matches); the player's id.
+/// Registers a player and plays `count` ranked matches to the end against new opponents, 4
+/// at a time (a player may hold 5 unjoined matches); the player's id.
 async fn play_regular(client: &std::sync::Arc<Client>, count: usize) -> Uuid {
     let regular = register(client, "regular").await;
     let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -383,8 +388,9 @@ async fn play_regular(client: &std::sync::Arc<Client>, count: usize) -> Uuid {
                     if n >= count {
                         return;
                     }
+                    let name = format!("regular-{n}");
                     let ready =
-                        prepare_for(&client, regular.clone(), &format!("regular-{n}")).await;
+                        prepare_for(&client, regular.clone(), &name, json!({"ranked": true})).await;
                     play(&client, ready).await;
                 }
             })

@@ -78,20 +78,27 @@ pub struct Ready {
 /// Registers two players and brings a match to its first shot.
 pub async fn prepare(client: &Client, name: &str) -> Ready {
     let a = register(client, &format!("a-{name}")).await;
-    prepare_for(client, a, name).await
+    prepare_for(client, a, name, json!({})).await
 }
 
-/// Brings a match of player `a` (id, token) against a newly registered one to its first shot.
-pub async fn prepare_for(client: &Client, a: (String, String), name: &str) -> Ready {
+/// Brings a match of player `a` (id, token) against a newly registered one, created with
+/// `settings` (`{"ranked": true}`, say), to its first shot.
+pub async fn prepare_for(
+    client: &Client,
+    a: (String, String),
+    name: &str,
+    settings: Value,
+) -> Ready {
     let b = register(client, &format!("b-{name}")).await;
-    let (_, created, _) = client
+    let (status, created, _) = client
         .call(
             reqwest::Method::POST,
             "/v1/matches",
             Some(&a.1),
-            Some(json!({})),
+            Some(settings),
         )
         .await;
+    assert_eq!(status, 201, "creating a match: {created}");
     let id = created["id"].as_str().unwrap().to_owned();
     client
         .call(

@@ -142,11 +142,13 @@ pub async fn begin_load(conn: &mut PgConnection) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Turns the checks back on and appends the phase deltas of the `loaded` matches per phase.
+/// Turns the checks back on, counts the players' records from the loaded rows and appends
+/// the phase deltas of the `loaded` matches per phase.
 pub async fn end_load(conn: &mut PgConnection, loaded: &[(&str, i64)]) -> Result<(), StoreError> {
     sqlx::query("RESET session_replication_role")
         .execute(&mut *conn)
         .await?;
+    super::player_matches::recount_records(&mut *conn).await?;
     for (phase, count) in loaded {
         sqlx::query("INSERT INTO match_phase_deltas (phase, delta) VALUES ($1, $2)")
             .bind(phase)
@@ -359,7 +361,7 @@ pub async fn bytes_of_play(conn: &mut PgConnection) -> Result<Vec<(String, i64)>
     Ok(sqlx::query_as(
         "SELECT t, pg_total_relation_size(t::regclass)
          FROM unnest(ARRAY['matches', 'match_events', 'rating_changes', 'ratings',
-                           'rating_buckets', 'players', 'player_matches'])
+                           'rating_buckets', 'players', 'player_matches', 'player_records'])
               AS t ORDER BY t",
     )
     .fetch_all(conn)

@@ -1,7 +1,7 @@
-//! A player's matches (migration 0045): one row per player a match names, kept by the write
-//! path with the match, so the reads by player (their match list, record, "in a running
-//! match?", the open-match caps) go down one index of one player, and on Citus to the one
-//! shard of that player.
+//! A player's matches (migration 0045) and record (migration 0059): one row per player a
+//! match names and one record per player, kept by the write path with the match, so the
+//! reads by player (their match list, record, "in a running match?", the open-match caps)
+//! go down one index of one player, and on Citus to the one shard of that player.
 
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgExecutor};
@@ -83,6 +83,9 @@ pub fn rows_of(match_id: Uuid, state: &Match, created_at: DateTime<Utc>) -> Vec<
 
 /// Stores the players' rows of `mirrors` at `at` (a new row, or the row's new role, status
 /// and result; `ended_at` is set once, when the match ends), in the caller's transaction.
+/// `mirrors` are matches whose status this change moves (created, seated, ended,
+/// cancelled): a finished one ended in this change, so its result is added to each
+/// player's record here, once.
 pub async fn store(
     conn: &mut PgConnection,
     mirrors: &[Mirror<'_>],
@@ -135,6 +138,52 @@ pub async fn store(
     .bind(at)
     .execute(&mut *conn)
     .await?;
+    add_to_records(conn, &rows).await
+}
+
+/// Adds the results among `rows` (sorted by player) to their players' records.
+async fn add_to_records(conn: &mut PgConnection, rows: &[Row]) -> Result<(), StoreError> {
+    let mut players: Vec<Uuid> = Vec::new();
+    let mut counts: [Vec<i64>; 3] = [Vec::new(), Vec::new(), Vec::new()];
+    for row in rows {
+        let Some(result) = row.result.as_deref() else {
+            continue;
+        };
+        if players.last() != Some(&row.player_id) {
+            players.push(row.player_id);
+            for count in &mut counts {
+                count.push(0);
+            }
+        }
+        let column = match result {
+            "win" => 0,
+            "loss" => 1,
+            _ => 2,
+        };
+        if let Some(count) = counts[column].last_mut() {
+            *count += 1;
+        }
+    }
+    if players.is_empty() {
+        return Ok(());
+    }
+    // In player order, as the rows above: two transactions adding to the same players lock
+    // their records alike.
+    sqlx::query(
+        "INSERT INTO player_records (player_id, wins, losses, draws)
+         SELECT * FROM UNNEST($1::uuid[], $2::bigint[], $3::bigint[], $4::bigint[])
+         ORDER BY 1
+         ON CONFLICT (player_id) DO UPDATE
+             SET wins = player_records.wins + excluded.wins,
+                 losses = player_records.losses + excluded.losses,
+                 draws = player_records.draws + excluded.draws",
+    )
+    .bind(&players)
+    .bind(&counts[0])
+    .bind(&counts[1])
+    .bind(&counts[2])
+    .execute(&mut *conn)
+    .await?;
     Ok(())
 }
 
@@ -160,15 +209,73 @@ pub async fn page(
     .await?)
 }
 
-/// A player's (`$1`) record, counted down `player_matches_record_idx` alone (migration 0058).
-pub const RECORD: &str = "SELECT count(*) FILTER (WHERE result = 'win') AS wins,
-        count(*) FILTER (WHERE result = 'loss') AS losses,
-        count(*) FILTER (WHERE result = 'draw') AS draws
- FROM player_matches WHERE player_id = $1 AND status = 'finished'";
+/// A player's (`$1`) record: one row of `player_records` (migration 0059), whatever the
+/// player's history.
+pub const RECORD: &str = "SELECT wins, losses, draws FROM player_records WHERE player_id = $1";
 
 /// A player's record: wins, losses and draws over finished matches.
 pub async fn record(db: impl PgExecutor<'_>, player: Uuid) -> Result<(i64, i64, i64), StoreError> {
-    Ok(sqlx::query_as(RECORD).bind(player).fetch_one(db).await?)
+    Ok(sqlx::query_as(RECORD)
+        .bind(player)
+        .fetch_optional(db)
+        .await?
+        .unwrap_or((0, 0, 0)))
+}
+
+/// Counts every player's record afresh from their finished rows, for a database filled by
+/// other means than [`store`] (a bulk load, a test's own rows).
+pub async fn recount_records(conn: &mut PgConnection) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM player_records")
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query(
+        "INSERT INTO player_records (player_id, wins, losses, draws)
+         SELECT player_id, count(*) FILTER (WHERE result = 'win'),
+                count(*) FILTER (WHERE result = 'loss'), count(*) FILTER (WHERE result = 'draw')
+         FROM player_matches WHERE status = 'finished' GROUP BY player_id",
+    )
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// A player whose kept record differs from the results of their finished rows.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecordMismatch {
+    pub player_id: Uuid,
+    /// Wins, losses and draws as `player_records` keeps them.
+    pub kept: (i64, i64, i64),
+    /// As `player_matches` counts them.
+    pub counted: (i64, i64, i64),
+}
+
+/// Every player whose `player_records` row disagrees with `player_matches`, for
+/// whole-database checks (a missing row counts as no result).
+pub async fn record_mismatches(db: impl PgExecutor<'_>) -> Result<Vec<RecordMismatch>, StoreError> {
+    let rows: Vec<(Uuid, i64, i64, i64, i64, i64, i64)> = sqlx::query_as(
+        "SELECT coalesce(k.player_id, c.player_id),
+                coalesce(k.wins, 0), coalesce(k.losses, 0), coalesce(k.draws, 0),
+                coalesce(c.wins, 0), coalesce(c.losses, 0), coalesce(c.draws, 0)
+         FROM player_records k
+         FULL JOIN (SELECT player_id, count(*) FILTER (WHERE result = 'win') AS wins,
+                           count(*) FILTER (WHERE result = 'loss') AS losses,
+                           count(*) FILTER (WHERE result = 'draw') AS draws
+                    FROM player_matches WHERE status = 'finished' GROUP BY player_id) c
+           ON c.player_id = k.player_id
+         WHERE (coalesce(k.wins, 0), coalesce(k.losses, 0), coalesce(k.draws, 0))
+               IS DISTINCT FROM (coalesce(c.wins, 0), coalesce(c.losses, 0), coalesce(c.draws, 0))
+         ORDER BY 1",
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(player_id, kw, kl, kd, cw, cl, cd)| RecordMismatch {
+            player_id,
+            kept: (kw, kl, kd),
+            counted: (cw, cl, cd),
+        })
+        .collect())
 }
 
 /// Whether `player` sits in a match being placed or fought.

@@ -97,9 +97,9 @@ const BY_PLAYER: &[(&str, &str)] = &[
         "select match_id from player_matches where player_id = $1 and role <> 'invited'",
         "'$PLAYER', now(), '$PLAYER', 21",
     ),
-    // Their record.
+    // Their record, kept beside their rows.
     (
-        "from player_matches where player_id = $1 and status = 'finished'",
+        "select wins, losses, draws from player_records where player_id = $1",
         "'$PLAYER'",
     ),
     // Already in a running match? (the queue, and each candidate of the opponent search).
@@ -149,6 +149,7 @@ async fn the_per_match_tables_are_distributed_by_match_on_citus(pool: PgPool) {
         ("match_events", "distributed"),
         ("matches", "distributed"),
         ("player_matches", "distributed"),
+        ("player_records", "distributed"),
         ("players", "reference"),
         ("rating_buckets", "reference"),
         ("rating_changes", "distributed"),
@@ -160,24 +161,31 @@ async fn the_per_match_tables_are_distributed_by_match_on_citus(pool: PgPool) {
     .map(|(t, m)| (t.to_string(), m.to_string()))
     .collect();
     assert_eq!(tables, expected);
-    // One co-location group: a match's rows are on one worker. `player_matches`, by
-    // player, is a group of its own.
+    // One co-location group: a match's rows are on one worker. `player_matches` and
+    // `player_records`, by player, are a group of their own.
     let groups: i64 = sqlx::query_scalar(
         "SELECT count(DISTINCT colocationid) FROM pg_dist_partition
-         WHERE partmethod = 'h' AND logicalrelid <> 'player_matches'::regclass",
+         WHERE partmethod = 'h'
+           AND logicalrelid NOT IN ('player_matches'::regclass, 'player_records'::regclass)",
     )
     .fetch_one(&pool)
     .await
     .unwrap();
     assert_eq!(groups, 1, "the per-match tables are not co-located");
-    let by_player: Vec<String> = sqlx::query_scalar(
-        "SELECT column_to_column_name(logicalrelid, partkey) FROM pg_dist_partition
-         WHERE logicalrelid = 'player_matches'::regclass",
+    let by_player: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT column_to_column_name(logicalrelid, partkey), count(DISTINCT colocationid)
+         FROM pg_dist_partition
+         WHERE logicalrelid IN ('player_matches'::regclass, 'player_records'::regclass)
+         GROUP BY 1",
     )
     .fetch_all(&pool)
     .await
     .unwrap();
-    assert_eq!(by_player, ["player_id"]);
+    assert_eq!(
+        by_player,
+        [("player_id".to_owned(), 1)],
+        "a player's records are not beside their rows"
+    );
 }
 
 /// Plans `sql` with `args` and returns the task counts of its distributed scans and
