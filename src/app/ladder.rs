@@ -6,6 +6,8 @@
 //! over, all in the finishing transaction: as a `rating_updated` event in the match's log,
 //! as one `rating_changes` row per player, and as the players' new `ratings` rows.
 
+use std::collections::HashMap;
+
 use serde::Serialize;
 use skillratings::Outcomes;
 use skillratings::glicko2::{Glicko2Config, Glicko2Rating, glicko2};
@@ -127,11 +129,21 @@ pub fn changes(
     ))
 }
 
+/// Standings already moved in this transaction, by ladder and player: the rating and game
+/// count a player's next rated game of the same transaction starts from. The standings are
+/// written once per transaction ([`record`]), so without this a player who finishes two
+/// ranked matches in one batch would be rated twice from the same standing and numbered
+/// the same game twice.
+#[derive(Default)]
+pub struct Settled(HashMap<(RuleSetId, Uuid), (Rating, u32)>);
+
 /// Called in the transaction that appends `new_events` to a match whose folded state is
 /// `state`: when these events finish a ranked match, locks both players' standings and
-/// returns the `rating_updated` event to append after them.
+/// returns the `rating_updated` event to append after them. `settled` carries the
+/// standings the same transaction moved before.
 pub async fn settle(
     conn: &mut PgConnection,
+    settled: &mut Settled,
     state: &Match,
     new_events: &[Event],
     now: chrono::DateTime<chrono::Utc>,
@@ -145,9 +157,12 @@ pub async fn settle(
     let (Some(first), Some(second)) = (state.player(0), state.player(1)) else {
         return Ok(None);
     };
-    let ruleset = state.rules.ruleset.as_str();
-    let standings = ratings::lock(conn, ruleset, &[first, second], initial(), now).await?;
+    let ruleset = state.rules.ruleset;
+    let standings = ratings::lock(conn, ruleset.as_str(), &[first, second], initial(), now).await?;
     let before = |player: Uuid| -> Result<(Uuid, Rating, u32)> {
+        if let Some((rating, games)) = settled.0.get(&(ruleset, player)) {
+            return Ok((player, *rating, *games));
+        }
         let standing = standings
             .iter()
             .find(|standing| standing.player_id == player)
@@ -156,8 +171,15 @@ pub async fn settle(
             .map_err(|_| AppError::Corrupt("negative game count".into()))?;
         Ok((player, standing.rating, games))
     };
-    Ok(changes(state, [before(first)?, before(second)?])
-        .map(|(ruleset, changes)| Event::RatingUpdated { ruleset, changes }))
+    let Some((ruleset, changes)) = changes(state, [before(first)?, before(second)?]) else {
+        return Ok(None);
+    };
+    for change in &changes {
+        settled
+            .0
+            .insert((ruleset, change.player), (change.after, change.game));
+    }
+    Ok(Some(Event::RatingUpdated { ruleset, changes }))
 }
 
 /// Writes the history rows and new standings of every `rating_updated` among each match's

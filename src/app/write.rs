@@ -178,6 +178,7 @@ pub(crate) async fn fold(
     now: DateTime<Utc>,
 ) -> Result<Vec<Folded>> {
     let mut folded = Vec::with_capacity(changes.len());
+    let mut settled = ladder::Settled::default();
     for change in changes {
         let Change {
             id,
@@ -190,7 +191,8 @@ pub(crate) async fn fold(
         } = change;
         let status_before = player_matches::status(state.phase);
         state.evolve_all(events.get(already..).unwrap_or_default());
-        if let Some(rating) = ladder::settle(&mut *conn, &state, &events, now).await? {
+        if let Some(rating) = ladder::settle(&mut *conn, &mut settled, &state, &events, now).await?
+        {
             state.evolve_all(std::slice::from_ref(&rating));
             events.push(rating);
         }

@@ -482,6 +482,65 @@ async fn concurrent_finishes_of_one_player_chain_their_ratings(pool: PgPool) {
 }
 
 #[sqlx::test]
+async fn one_players_finishes_in_one_batch_chain_their_ratings(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let a = app.register(&unique("ala")).await;
+    // Six ranked matches of Ala's, resigned by their opponents all at once while the
+    // lanes' writes wait on a lock: each of the two lanes then takes its waiting commands
+    // as one batch, so at least two of Ala's results are stored in one transaction.
+    let mut resigns = Vec::new();
+    for _ in 0..6 {
+        let opponent = app.register(&unique("rywal")).await;
+        let id = ranked(&app, &a, &opponent, "statki").await;
+        resigns.push((format!("/v1/matches/{id}/resign"), opponent));
+    }
+    let mut blocker = app.pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE matches IN EXCLUSIVE MODE")
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+    let replies = resigns
+        .iter()
+        .map(|(path, opponent)| app.post(path, &opponent.token, json!({})));
+    let released = async {
+        // The commands reach the lanes' queues while the first batches wait on the lock.
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        blocker.rollback().await.unwrap();
+    };
+    let (replies, ()) = tokio::join!(futures::future::join_all(replies), released);
+    for reply in &replies {
+        assert_eq!(reply.status, StatusCode::OK, "{:?}", reply.body);
+    }
+    let chain: Vec<(i32, f64, f64, chrono::DateTime<chrono::Utc>)> = sqlx::query_as(
+        "SELECT game, rating_before, rating_after, at FROM rating_changes
+         WHERE player_id = $1::uuid ORDER BY game",
+    )
+    .bind(&a.id)
+    .fetch_all(&app.pool)
+    .await
+    .unwrap();
+    let games: Vec<i32> = chain.iter().map(|link| link.0).collect();
+    assert_eq!(games, [1, 2, 3, 4, 5, 6]);
+    for pair in chain.windows(2) {
+        assert_eq!(
+            pair[1].1, pair[0].2,
+            "game {} starts where the one before ended",
+            pair[1].0
+        );
+    }
+    // The premise: some results shared a transaction (its one time).
+    let times: std::collections::HashSet<_> = chain.iter().map(|link| link.3).collect();
+    assert!(
+        times.len() < chain.len(),
+        "no two of Ala's results were stored in one batch: {chain:?}"
+    );
+    let profile = app.get(&format!("/v1/players/{}", a.id), None).await.body;
+    assert_eq!(profile["wins"], 6);
+    let report = statki::verify::run(&app.pool).await.unwrap();
+    assert!(report.ok(), "{report}");
+}
+
+#[sqlx::test]
 async fn the_ladder_pages_best_first_with_a_cursor(pool: PgPool) {
     let app = spawn_app(pool).await;
     // Three decisive games between six players: three winners, three losers.
