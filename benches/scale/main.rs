@@ -261,11 +261,11 @@ struct Prepared {
     admin: PgPool,
     server: Option<Server>,
     live: Vec<Live>,
-    /// Matches played to the end on this side: id, a player's token, that player's id.
-    ended: Vec<(String, String, String)>,
-    /// Whose matches are listed: the history's player with the most matches, or on the
-    /// empty side a player with a little more than a page of them.
-    busiest: Option<Uuid>,
+    /// Matches played to the end on this side: id and a player's token.
+    ended: Vec<(String, String)>,
+    /// Whose matches and profile are read: the history's player with the most matches, or
+    /// on the empty side a player with two pages of them.
+    listed: Uuid,
 }
 
 /// Makes one side's database (with a history when given), starts its service, brings
@@ -330,29 +330,23 @@ async fn prepare_side(
     let mut ended = Vec::new();
     for n in 0..20 {
         let ready = prepare(&client, &format!("ended-{n}")).await;
-        let (id, token, player) = (
-            ready.id.clone(),
-            ready.players[0].1.clone(),
-            ready.players[0].0.clone(),
-        );
+        let (id, token) = (ready.id.clone(), ready.players[0].1.clone());
         play(&client, ready).await;
-        ended.push((id, token, player));
+        ended.push((id, token));
     }
     open_matches(&client).await;
     // Without a history, a player with two pages of finished ranked matches, so that both
     // sides list full pages of a player's matches and of the ladder, and the profile has a
     // record and a rank to show.
-    let regular = match history {
-        Some(_) => None,
-        None => Some(play_regular(&client, REGULAR_MATCHES).await),
+    let (listed, regular_note) = match busiest {
+        Some(busiest) => (busiest, String::new()),
+        None => (
+            play_regular(&client, REGULAR_MATCHES).await,
+            format!(", {REGULAR_MATCHES} ranked ones played to the end by one player"),
+        ),
     };
     println!(
-        "  {in_play} matches in play, 20 played to the end, 200 open{}, in {:.0} s",
-        if regular.is_some() {
-            format!(", {REGULAR_MATCHES} ranked ones played to the end by one player")
-        } else {
-            String::new()
-        },
+        "  {in_play} matches in play, 20 played to the end, 200 open{regular_note}, in {:.0} s",
         started.elapsed().as_secs_f64()
     );
     // Fresh planner statistics on both sides, as autovacuum would have taken by then: the
@@ -366,7 +360,7 @@ async fn prepare_side(
         server: Some(server),
         live,
         ended,
-        busiest: busiest.or(regular),
+        listed,
     }
 }
 
@@ -444,7 +438,7 @@ async fn measure_round(prepared: &mut Prepared) -> Side {
     .await;
     side.push(("view, a match in play".into(), views));
     let spectated = sample(samples, |n| {
-        let (id, _, _) = ended[n % ended.len()].clone();
+        let (id, _) = ended[n % ended.len()].clone();
         let (client, token) = (client.clone(), watcher_token.clone());
         async move {
             get(&client, &format!("/v1/matches/{id}"), &token).await;
@@ -465,9 +459,7 @@ async fn measure_round(prepared: &mut Prepared) -> Side {
     }
 
     // A player's matches: the busiest player of the history, or the empty side's regular.
-    let player = prepared
-        .busiest
-        .map_or_else(|| ended[0].2.clone(), |id| id.to_string());
+    let player = prepared.listed;
     let first_page = format!("/v1/players/{player}/matches");
     let firsts = sample(samples, |_| {
         let (client, token, path) = (client.clone(), watcher_token.clone(), first_page.clone());
@@ -527,7 +519,7 @@ async fn measure_round(prepared: &mut Prepared) -> Side {
     side.push(("a player's profile and own ranks".into(), profile));
     let last_seqs: Vec<i64> = {
         let mut seqs = Vec::new();
-        for (id, token, _) in ended {
+        for (id, token) in ended {
             seqs.push(
                 get(&client, &format!("/v1/matches/{id}"), token).await["seq"]
                     .as_i64()
@@ -537,7 +529,7 @@ async fn measure_round(prepared: &mut Prepared) -> Side {
         seqs
     };
     let streams = sample(samples, |n| {
-        let (id, token, _) = ended[n % ended.len()].clone();
+        let (id, token) = ended[n % ended.len()].clone();
         let last = last_seqs[n % ended.len()];
         let client = client.clone();
         async move {
