@@ -445,6 +445,29 @@ async fn ranked_matches_take_only_the_standard_rules_and_clock(pool: PgPool) {
     }
 }
 
+/// One game of a player's rating history.
+#[derive(Debug, sqlx::FromRow)]
+struct Link {
+    game: i32,
+    #[sqlx(rename = "rating_before")]
+    before: f64,
+    #[sqlx(rename = "rating_after")]
+    after: f64,
+    at: chrono::DateTime<chrono::Utc>,
+}
+
+/// `player`'s rating history on every ladder, in game order.
+async fn rating_chain(pool: &PgPool, player: &Player) -> Vec<Link> {
+    sqlx::query_as(
+        "SELECT game, rating_before, rating_after, at FROM rating_changes
+         WHERE player_id = $1::uuid ORDER BY game",
+    )
+    .bind(&player.id)
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
 #[sqlx::test]
 async fn concurrent_finishes_of_one_player_chain_their_ratings(pool: PgPool) {
     let app = spawn_app(pool).await;
@@ -462,19 +485,12 @@ async fn concurrent_finishes_of_one_player_chain_their_ratings(pool: PgPool) {
         app.post(&path_c, &c.token, json!({})),
     );
     assert_eq!((x.status, y.status), (StatusCode::OK, StatusCode::OK));
-    let chain: Vec<(i32, f64, f64)> = sqlx::query_as(
-        "SELECT game, rating_before, rating_after FROM rating_changes
-         WHERE player_id = $1::uuid ORDER BY game",
-    )
-    .bind(&a.id)
-    .fetch_all(&app.pool)
-    .await
-    .unwrap();
+    let chain = rating_chain(&app.pool, &a).await;
     assert_eq!(chain.len(), 2);
-    assert_eq!((chain[0].0, chain[1].0), (1, 2));
-    assert_eq!(chain[0].1, 1500.0);
+    assert_eq!((chain[0].game, chain[1].game), (1, 2));
+    assert_eq!(chain[0].before, 1500.0);
     assert_eq!(
-        chain[1].1, chain[0].2,
+        chain[1].before, chain[0].after,
         "the second game starts where the first ended"
     );
     let report = statki::verify::run(&app.pool).await.unwrap();
@@ -511,25 +527,18 @@ async fn one_players_finishes_in_one_batch_chain_their_ratings(pool: PgPool) {
     for reply in &replies {
         assert_eq!(reply.status, StatusCode::OK, "{:?}", reply.body);
     }
-    let chain: Vec<(i32, f64, f64, chrono::DateTime<chrono::Utc>)> = sqlx::query_as(
-        "SELECT game, rating_before, rating_after, at FROM rating_changes
-         WHERE player_id = $1::uuid ORDER BY game",
-    )
-    .bind(&a.id)
-    .fetch_all(&app.pool)
-    .await
-    .unwrap();
-    let games: Vec<i32> = chain.iter().map(|link| link.0).collect();
+    let chain = rating_chain(&app.pool, &a).await;
+    let games: Vec<i32> = chain.iter().map(|link| link.game).collect();
     assert_eq!(games, [1, 2, 3, 4, 5, 6]);
     for pair in chain.windows(2) {
         assert_eq!(
-            pair[1].1, pair[0].2,
+            pair[1].before, pair[0].after,
             "game {} starts where the one before ended",
-            pair[1].0
+            pair[1].game
         );
     }
     // The premise: some results shared a transaction (its one time).
-    let times: std::collections::HashSet<_> = chain.iter().map(|link| link.3).collect();
+    let times: std::collections::HashSet<_> = chain.iter().map(|link| link.at).collect();
     assert!(
         times.len() < chain.len(),
         "no two of Ala's results were stored in one batch: {chain:?}"
