@@ -142,12 +142,14 @@ pub async fn begin_load(conn: &mut PgConnection) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Turns the checks back on, counts the players' records from the loaded rows and appends
-/// the phase deltas of the `loaded` matches per phase.
+/// Turns the checks back on, counts what is derived from the loaded rows (the ladders'
+/// rating buckets, the players' records) and appends the phase deltas of the `loaded`
+/// matches per phase.
 pub async fn end_load(conn: &mut PgConnection, loaded: &[(&str, i64)]) -> Result<(), StoreError> {
     sqlx::query("RESET session_replication_role")
         .execute(&mut *conn)
         .await?;
+    super::ratings::recount_buckets(&mut *conn).await?;
     super::player_matches::recount_records(&mut *conn).await?;
     for (phase, count) in loaded {
         sqlx::query("INSERT INTO match_phase_deltas (phase, delta) VALUES ($1, $2)")
@@ -314,7 +316,7 @@ pub async fn copy_matches(
     .await
 }
 
-/// Loads the standings the history left, and counts the ladders' rating buckets from them.
+/// Loads the standings the history left (their buckets are counted by [`end_load`]).
 pub async fn copy_standings(
     conn: &mut PgConnection,
     standings: &[LoadedStanding],
@@ -344,8 +346,7 @@ pub async fn copy_standings(
          FROM STDIN",
         data,
     )
-    .await?;
-    super::ratings::recount_buckets(conn).await
+    .await
 }
 
 /// The events a loaded match's log would hold, numbered from 1, each at its own time.
