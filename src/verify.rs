@@ -641,6 +641,16 @@ async fn check_ladders(
             );
         }
     }
+    // The name a standing keeps for the ladder page must be its player's.
+    for copy in ratings::name_mismatches(&mut *conn).await? {
+        report.flag(
+            None,
+            format!(
+                "{} on {}: the standing keeps the name {:?}, the player is {:?}",
+                copy.player_id, copy.ruleset, copy.kept, copy.name
+            ),
+        );
+    }
     // The ladders' bucket counts, derived from the standings, must agree with them.
     for bucket in ratings::bucket_mismatches(&mut *conn).await? {
         report.flag(

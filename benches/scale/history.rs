@@ -19,6 +19,7 @@ use statki::engine::{
     Cell, Clock, Command, Draw, Event, HouseOptions, Match, MatchRules, Phase, Placement, Rating,
     RuleSetId, Viewer,
 };
+use statki::names::PlayerName;
 use statki::store::bulk::{LoadedMatch, LoadedStanding, numbered};
 use uuid::Uuid;
 
@@ -284,13 +285,19 @@ impl History {
         Some(Event::RatingUpdated { ruleset, changes })
     }
 
-    /// Every standing the history left.
-    pub fn standings(&self) -> Vec<LoadedStanding> {
+    /// Every standing the history left, with the name of its player (`names`, in the order
+    /// of the players the history was made with).
+    pub fn standings(&self, names: &[(Uuid, PlayerName)]) -> Vec<LoadedStanding> {
         self.standings
             .iter()
             .map(|(&(ladder_index, seat), s)| LoadedStanding {
                 ruleset: RuleSetId::ALL[ladder_index].as_str(),
                 player: self.players[seat],
+                name: {
+                    let (id, name) = &names[seat];
+                    assert_eq!(*id, self.players[seat], "names in the players' order");
+                    name.as_str().to_owned()
+                },
                 rating: s.rating,
                 games: s.games,
                 wins: s.wins,

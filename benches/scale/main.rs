@@ -166,7 +166,7 @@ async fn load_history(pool: &PgPool, players: usize, finished: usize, seed: u64)
         }
     }
     let history = maker.join().unwrap();
-    statki::store::bulk::copy_standings(&mut conn, &history.standings())
+    statki::store::bulk::copy_standings(&mut conn, &history.standings(&named))
         .await
         .unwrap();
     statki::store::bulk::end_load(&mut conn, &[("finished", matches as i64)])

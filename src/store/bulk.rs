@@ -30,6 +30,8 @@ pub struct LoadedMatch {
 pub struct LoadedStanding {
     pub ruleset: &'static str,
     pub player: Uuid,
+    /// The player's name, which the standing keeps for the ladder page.
+    pub name: String,
     pub rating: Rating,
     pub games: u32,
     pub wins: u32,
@@ -328,6 +330,7 @@ pub async fn copy_standings(
             &[
                 &s.ruleset,
                 &s.player,
+                &s.name.as_str(),
                 &s.rating.rating,
                 &s.rating.deviation,
                 &s.rating.volatility,
@@ -341,8 +344,8 @@ pub async fn copy_standings(
     }
     copy(
         conn,
-        "COPY ratings (ruleset, player_id, rating, deviation, volatility, games, wins, losses,
-                       draws, updated_at)
+        "COPY ratings (ruleset, player_id, name, rating, deviation, volatility, games, wins,
+                       losses, draws, updated_at)
          FROM STDIN",
         data,
     )

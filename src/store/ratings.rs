@@ -157,8 +157,9 @@ fn parse_score(text: &str) -> Result<Score, StoreError> {
 }
 
 /// Locks the standings of `players` on `ruleset` for the rest of the transaction, creating
-/// missing ones at `initial` with no games. Rows are locked in player-id order so two
-/// finishing matches that share a player never deadlock.
+/// missing ones at `initial` with no games (and the player's name, which the ladder page
+/// reads from the standing). Rows are locked in player-id order so two finishing matches
+/// that share a player never deadlock.
 pub async fn lock(
     conn: &mut PgConnection,
     ruleset: &str,
@@ -169,9 +170,10 @@ pub async fn lock(
     let mut sorted = players.to_vec();
     sorted.sort();
     sqlx::query(
-        "INSERT INTO ratings (ruleset, player_id, rating, deviation, volatility,
+        "INSERT INTO ratings (ruleset, player_id, name, rating, deviation, volatility,
                               games, wins, losses, draws, updated_at)
-         SELECT $1, p, $3, $4, $5, 0, 0, 0, 0, $6 FROM unnest($2::uuid[]) AS p ORDER BY p
+         SELECT $1, p.id, p.name, $3, $4, $5, 0, 0, 0, 0, $6
+         FROM players p WHERE p.id = ANY($2::uuid[]) ORDER BY p.id
          ON CONFLICT (ruleset, player_id) DO NOTHING",
     )
     .bind(ruleset)
@@ -348,21 +350,45 @@ pub async fn bucket_mismatches(db: impl PgExecutor<'_>) -> Result<Vec<BucketMism
     .await?)
 }
 
+/// A standing whose copy of its player's name is not the player's name.
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
+pub struct NameMismatch {
+    pub ruleset: String,
+    pub player_id: Uuid,
+    pub kept: String,
+    pub name: String,
+}
+
+/// Every standing whose name differs from its player's, for whole-database checks.
+pub async fn name_mismatches(db: impl PgExecutor<'_>) -> Result<Vec<NameMismatch>, StoreError> {
+    Ok(sqlx::query_as::<_, NameMismatch>(
+        "SELECT r.ruleset, r.player_id, r.name AS kept, p.name
+         FROM ratings r JOIN players p ON p.id = r.player_id
+         WHERE r.name <> p.name
+         ORDER BY 1, 2",
+    )
+    .fetch_all(db)
+    .await?)
+}
+
 /// One ladder page (`$1` rule set, `$2`/`$3` the cursor's rating and player or nulls, `$4`
 /// rows), with the players above its best rating and those sharing it (see [`page`]).
 pub const LADDER_PAGE: &str = "WITH page AS (
-         SELECT r.ruleset, r.player_id, p.name, r.rating, r.deviation, r.volatility,
+         SELECT r.ruleset, r.player_id, r.name, r.rating, r.deviation, r.volatility,
                 r.games::bigint AS games, r.wins::bigint AS wins,
                 r.losses::bigint AS losses, r.draws::bigint AS draws
-         FROM ((SELECT * FROM ratings
+         FROM ((SELECT ruleset, player_id, name, rating, deviation, volatility, games, wins,
+                       losses, draws
+                FROM ratings
                 WHERE ruleset = $1 AND games > 0 AND rating = $2::float8 AND player_id > $3
                 ORDER BY player_id LIMIT $4)
                UNION ALL
-               (SELECT * FROM ratings
+               (SELECT ruleset, player_id, name, rating, deviation, volatility, games, wins,
+                       losses, draws
+                FROM ratings
                 WHERE ruleset = $1 AND games > 0
                   AND rating < coalesce($2::float8, 'Infinity')
                 ORDER BY rating DESC, player_id LIMIT $4)) r
-         JOIN players p ON p.id = r.player_id
          ORDER BY r.rating DESC, r.player_id
          LIMIT $4
      ), best AS (SELECT max(rating) AS rating FROM page)
@@ -381,7 +407,7 @@ pub const LADDER_PAGE: &str = "WITH page AS (
 /// A player's (`$1`) standings, each with its rank: one plus the players above, summed
 /// over the bucket counts above the player's bucket and counted inside it.
 pub const OWN_RANKS: &str =
-    "SELECT r.ruleset, r.player_id, p.name, r.rating, r.deviation, r.volatility,
+    "SELECT r.ruleset, r.player_id, r.name, r.rating, r.deviation, r.volatility,
             r.games::bigint AS games, r.wins::bigint AS wins,
             r.losses::bigint AS losses, r.draws::bigint AS draws,
             1 + (SELECT coalesce(sum(b.players), 0) FROM rating_buckets b
@@ -391,7 +417,7 @@ pub const OWN_RANKS: &str =
                  WHERE above.ruleset = r.ruleset AND above.games > 0
                    AND above.rating > r.rating
                    AND above.rating < (floor(r.rating / 8) + 1) * 8) AS rank
-     FROM ratings r JOIN players p ON p.id = r.player_id
+     FROM ratings r
      WHERE r.player_id = $1 AND r.games > 0";
 
 /// A ladder page's row, with what it takes to rank the page: the rated players above
@@ -413,9 +439,9 @@ pub async fn page(
     after: Option<(f64, Uuid)>,
     limit: i64,
 ) -> Result<Vec<Ranked>, StoreError> {
-    // The page is read down `ratings_ladder_idx` from the cursor: the rest of the cursor's
-    // rating, then the ratings below it (one condition mixing both would filter every row
-    // above the cursor). Only the page's best rating is ranked against the ladder, from
+    // The page is read down `ratings_page_idx` (which holds every column it shows) from the
+    // cursor: the rest of the cursor's rating, then the ratings below it (one condition
+    // mixing both would filter every row above the cursor). Only the page's best rating is ranked against the ladder, from
     // the bucket counts (`rating_buckets`) and a count inside its bucket; every other rank
     // follows from the page itself, which holds every player rated strictly between its
     // best and the row.

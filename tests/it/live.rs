@@ -1147,10 +1147,10 @@ async fn lists_carry_the_players_ladder_ratings(pool: PgPool) {
     let rated = app.register("rated").await;
     let fresh = app.register("fresh").await;
     sqlx::query(
-        "INSERT INTO ratings (ruleset, player_id, rating, deviation, volatility, games, wins,
-                              losses, draws, updated_at)
-         VALUES ('statki', $1, 1612.5, 80, 0.06, 3, 2, 1, 0, now()),
-                ('classic', $1, 1400, 80, 0.06, 1, 0, 1, 0, now())",
+        "INSERT INTO ratings (ruleset, player_id, name, rating, deviation, volatility, games,
+                              wins, losses, draws, updated_at)
+         VALUES ('statki', $1, 'rated', 1612.5, 80, 0.06, 3, 2, 1, 0, now()),
+                ('classic', $1, 'rated', 1400, 80, 0.06, 1, 0, 1, 0, now())",
     )
     .bind(rated.id.parse::<uuid::Uuid>().unwrap())
     .execute(&pool)

@@ -69,9 +69,9 @@ fn assert_paired_match(view: &Value, a: &Player, b: &Player, ruleset: &str) {
 /// Gives `player` a ladder rating without playing (the queue reads only `ratings`).
 async fn set_rating(app: &TestApp, player: &Player, ruleset: &str, rating: f64) {
     sqlx::query(
-        "INSERT INTO ratings (ruleset, player_id, rating, deviation, volatility, games, wins,
-                              losses, draws, updated_at)
-         VALUES ($1, $2::uuid, $3, 200, 0.06, 1, 1, 0, 0, now())",
+        "INSERT INTO ratings (ruleset, player_id, name, rating, deviation, volatility, games,
+                              wins, losses, draws, updated_at)
+         SELECT $1, id, name, $3, 200, 0.06, 1, 1, 0, 0, now() FROM players WHERE id = $2::uuid",
     )
     .bind(ruleset)
     .bind(&player.id)

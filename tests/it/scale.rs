@@ -19,6 +19,10 @@ const BUFFER_BOUND: i64 = 100;
 /// The most shared buffers a profile's own ranks may touch on a ladder of 50,000 rated
 /// players (measured: 12; counting the players above the lowest touched 618).
 const RANK_BUFFER_BOUND: i64 = 30;
+/// The most shared buffers a ladder page of 51 may touch on a vacuumed ladder of 50,000: a
+/// few index pages for its rows and the counts that rank its first row (measured: 12; each
+/// row fetched from `ratings` and its name from `players`, 267 on a ladder of 100,000).
+const PAGE_BUFFER_BOUND: i64 = 30;
 
 /// Fills the database quickly: players, `IN_PLAY` matches in battle with clocks running
 /// later, a tenth of them against a bot whose pause has not run yet, a few bot turns due,
@@ -476,10 +480,10 @@ async fn rate_players(pool: &PgPool, count: i64) {
              SELECT gen_random_uuid(), 'l' || g, 'l' || g
              FROM generate_series((SELECT count(*) FROM players) + 1,
                                   (SELECT count(*) FROM players) + $1) AS g
-             RETURNING id)
-         INSERT INTO ratings (ruleset, player_id, rating, deviation, volatility, games, wins,
-                              losses, draws, updated_at)
-         SELECT 'classic', id, 1500 + 400 * (random() + random() + random() + random() - 2),
+             RETURNING id, name)
+         INSERT INTO ratings (ruleset, player_id, name, rating, deviation, volatility, games,
+                              wins, losses, draws, updated_at)
+         SELECT 'classic', id, name, 1500 + 400 * (random() + random() + random() + random() - 2),
                 80, 0.06, 10, 5, 5, 0, now()
          FROM new",
     )
@@ -575,14 +579,19 @@ async fn a_rank_costs_the_same_on_a_ladder_ten_times_longer(pool: PgPool) {
         own_large <= own_small + 8,
         "own ranks: {own_small} buffers at 5,000 players grew to {own_large} at 50,000"
     );
-    // A page: its 51 rows (each a standing and a name, found down indexes one level deeper
-    // on the longer ladder) and one rank, wherever it starts.
+    // A page: its 51 rows, read together from the leaf pages of `ratings_page_idx` (one
+    // level deeper on the longer ladder), and one rank, wherever it starts. Joined row by
+    // row to the standings' heap and the players' names, it took four buffers a row.
     for (first, end) in [(first_small, end_small), (first_large, end_large)] {
         assert!(
             end <= first + 8,
             "a page near the end touched {end} buffers, the first page {first}"
         );
     }
+    assert!(
+        first_large <= PAGE_BUFFER_BOUND && first_large <= first_small + 4,
+        "the first page: {first_small} buffers at 5,000 players, {first_large} at 50,000"
+    );
 }
 
 #[sqlx::test]

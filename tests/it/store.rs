@@ -284,11 +284,14 @@ async fn ladder_ranks_count_the_rated_players_above_on_every_page(pool: PgPool) 
         .await
         .unwrap();
         sqlx::query(
-            "INSERT INTO ratings VALUES ('classic', $1, $2, 100, 0.06, 1, 1, 0, 0, now()),
-                                        ('statki', $1, 3000 - $2, 100, 0.06, 1, 1, 0, 0, now())",
+            "INSERT INTO ratings (ruleset, player_id, rating, deviation, volatility, games, wins,
+                                  losses, draws, updated_at, name)
+             SELECT ruleset, $1, rating, 100, 0.06, 1, 1, 0, 0, now(), $3
+             FROM (VALUES ('classic', $2::float8), ('statki', 3000 - $2::float8)) AS r(ruleset, rating)",
         )
         .bind(id)
         .bind(rating)
+        .bind(format!("rated{index}"))
         .execute(&pool)
         .await
         .unwrap();
@@ -301,11 +304,13 @@ async fn ladder_ranks_count_the_rated_players_above_on_every_page(pool: PgPool) 
     .fetch_one(&pool)
     .await
     .unwrap();
-    sqlx::query("INSERT INTO ratings VALUES ('classic', $1, 2000, 350, 0.06, 0, 0, 0, 0, now())")
-        .bind(unrated)
-        .execute(&pool)
-        .await
-        .unwrap();
+    sqlx::query(
+        "INSERT INTO ratings VALUES ('classic', $1, 2000, 350, 0.06, 0, 0, 0, 0, now(), 'unrated')",
+    )
+    .bind(unrated)
+    .execute(&pool)
+    .await
+    .unwrap();
     // Rows written here, not through `ratings::record`: the bucket counts from them.
     store::ratings::recount_buckets(&mut pool.acquire().await.unwrap())
         .await

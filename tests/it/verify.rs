@@ -179,6 +179,28 @@ async fn a_tampered_player_record_is_caught(pool: PgPool) {
     );
 }
 
+#[sqlx::test]
+async fn a_tampered_ladder_name_is_caught(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    play_everything(&app).await;
+    assert!(verify::run(&app.pool).await.unwrap().ok());
+    let player: uuid::Uuid = sqlx::query_scalar(
+        "UPDATE ratings SET name = 'someone else'
+         WHERE (ruleset, player_id) = (SELECT ruleset, player_id FROM ratings ORDER BY 1, 2 LIMIT 1)
+         RETURNING player_id",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    let report = verify::run(&app.pool).await.unwrap();
+    assert_eq!(report.mismatches.len(), 1, "{report}");
+    let what = &report.mismatches[0].what;
+    assert!(
+        what.contains("keeps the name \"someone else\"") && what.contains(&player.to_string()),
+        "{report}"
+    );
+}
+
 /// A statki match `a` created at the database's time, as the engine made it: its log so
 /// far, its state, and the draw every later command uses.
 struct Created {
