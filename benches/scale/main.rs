@@ -365,8 +365,19 @@ async fn prepare_side(
 }
 
 /// Ranked matches the empty side's regular player plays to the end: two full pages of 50
-/// of their matches, and a full first page of the ladder.
+/// of their matches, and a full first page of the `statki` ladder (three in five are
+/// `statki`, one `classic`, one `battaglia`, so the profile ranks them on all three, as it
+/// does the history's busiest player).
 const REGULAR_MATCHES: usize = 100;
+
+/// The rule set of the regular player's `n`th match.
+fn regular_ruleset(n: usize) -> &'static str {
+    match n % 5 {
+        3 => "classic",
+        4 => "battaglia",
+        _ => "statki",
+    }
+}
 
 /// Registers a player and plays `count` ranked matches to the end against new opponents, 4
 /// at a time (a player may hold 5 unjoined matches); the player's id.
@@ -383,8 +394,8 @@ async fn play_regular(client: &std::sync::Arc<Client>, count: usize) -> Uuid {
                         return;
                     }
                     let name = format!("regular-{n}");
-                    let ready =
-                        prepare_for(&client, regular.clone(), &name, json!({"ranked": true})).await;
+                    let settings = json!({"ruleset": regular_ruleset(n), "ranked": true});
+                    let ready = prepare_for(&client, regular.clone(), &name, settings).await;
                     play(&client, ready).await;
                 }
             })
