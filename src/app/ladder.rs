@@ -28,6 +28,8 @@ pub const PROVISIONAL_DEVIATION: f64 = 110.0;
 
 /// Most entries one ladder page returns.
 pub const PAGE_MAX: i64 = 100;
+// A page reads one row more than it shows, to tell whether another follows.
+const _: () = assert!(PAGE_MAX < ratings::PAGE_ROWS_MAX);
 
 /// Where every player starts: 1500, deviation 350, volatility 0.06.
 pub fn initial() -> Rating {

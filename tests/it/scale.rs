@@ -595,6 +595,36 @@ async fn a_rank_costs_the_same_on_a_ladder_ten_times_longer(pool: PgPool) {
 }
 
 #[sqlx::test]
+async fn a_ladder_page_keeps_one_plan_on_a_long_ladder(pool: PgPool) {
+    statki::store::migrate(&pool).await.unwrap();
+    rate_players(&pool, 100_000).await;
+    // One connection, so every call meets the same prepared statement, as a pooled
+    // connection of the service does. PostgreSQL plans the first five calls for their
+    // values, then keeps the generic plan unless it costs more than those: with the
+    // page's limit bound, it did on this ladder of 100,000 (and on the scale bench's).
+    let mut conn = pool.acquire().await.unwrap();
+    for _ in 0..10 {
+        let page = statki::store::ratings::page(&mut *conn, "classic", None, 51)
+            .await
+            .unwrap();
+        assert_eq!(page.len(), 51);
+    }
+    let (generic, custom): (i64, i64) = sqlx::query_as(
+        "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1",
+    )
+    .bind(statki::store::ratings::LADDER_PAGE)
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap();
+    println!("ten ladder pages: {generic} generic plans, {custom} planned for their values");
+    assert_eq!(
+        (generic, custom),
+        (5, 5),
+        "a page planned afresh on every call costs more to plan than to run"
+    );
+}
+
+#[sqlx::test]
 async fn a_players_record_is_one_row_whatever_their_history(pool: PgPool) {
     statki::store::migrate(&pool).await.unwrap();
     // A regular with 10,000 finished matches, their rows spread among ten other players'.
