@@ -18,7 +18,7 @@
 //!
 //! `DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres cargo bench --bench scale`
 //! (optional: `SCALE_FINISHED=1000000`, `SCALE_PLAYERS=100000`, `SCALE_IN_PLAY=10000`,
-//! `SCALE_SECONDS=10` per shot run, `SCALE_SAMPLES=200` requests per read path,
+//! `SCALE_SECONDS=10` per shot run, `SCALE_SAMPLES=500` requests per read path,
 //! `SCALE_AUDIT_RUNS=3`, `SCALE_ROUNDS=3`, `SCALE_VERIFY=0` to skip `statki verify`,
 //! `SCALE_KEEP=1` to keep both databases, `SCALE_SEED=1`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -409,7 +409,7 @@ async fn play_regular(client: &std::sync::Arc<Client>, count: usize) -> Uuid {
 
 /// One round of every request path, poll and audit query on a prepared side.
 async fn measure_round(prepared: &mut Prepared) -> Side {
-    let samples = env_or("SCALE_SAMPLES", 200);
+    let samples = env_or("SCALE_SAMPLES", 500);
     let seconds = env_or("SCALE_SECONDS", 10) as f64;
     let client = prepared
         .server
