@@ -119,6 +119,11 @@ fn check_rows(title: &str, rows: &[PgRow]) {
         );
         assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>(), "{title}");
         assert!(kinds.iter().any(|kind| kind == "match_finished"), "{title}");
+        if has("actor") {
+            // The creator made the match, by name.
+            let creator: Option<String> = rows[0].get("actor");
+            assert!(creator.is_some_and(|name| !name.is_empty()), "{title}");
+        }
     }
     if has("outcome") && has("cell") {
         let outcomes: Vec<String> = rows.iter().map(|row| row.get("outcome")).collect();
@@ -128,6 +133,14 @@ fn check_rows(title: &str, rows: &[PgRow]) {
                 .all(|o| ["miss", "hit", "sunk"].contains(&o.as_str())),
             "{title}"
         );
+        if has("shooter_name") {
+            let shooters: Vec<Option<String>> =
+                rows.iter().map(|row| row.get("shooter_name")).collect();
+            assert!(
+                shooters.iter().all(Option::is_some),
+                "{title}: {shooters:?}"
+            );
+        }
     }
     if has("rank") && has("provisional") {
         assert_eq!(rows[0].get::<i64, _>("rank"), 1, "{title}");
