@@ -136,68 +136,66 @@ async fn a_tampered_rating_is_caught(pool: PgPool) {
     }
 }
 
-#[sqlx::test]
-async fn a_tampered_bucket_count_is_caught(pool: PgPool) {
+/// Plays everything, checks that `statki verify` passes, runs `tamper` (an update of one
+/// row of derived data, returning its player or nothing) and gives back the one mismatch
+/// verify then reports, with that player.
+async fn the_one_mismatch_after(
+    pool: PgPool,
+    tamper: &'static str,
+) -> (String, Option<uuid::Uuid>) {
     let app = spawn_app(pool).await;
     play_everything(&app).await;
     assert!(verify::run(&app.pool).await.unwrap().ok());
-    sqlx::query(
+    let player: Option<uuid::Uuid> = sqlx::query_scalar(tamper)
+        .fetch_optional(&app.pool)
+        .await
+        .unwrap();
+    let report = verify::run(&app.pool).await.unwrap();
+    assert_eq!(report.mismatches.len(), 1, "{report}");
+    (report.mismatches[0].what.clone(), player)
+}
+
+#[sqlx::test]
+async fn a_tampered_bucket_count_is_caught(pool: PgPool) {
+    let (what, _) = the_one_mismatch_after(
+        pool,
         "UPDATE rating_buckets SET players = players + 1
          WHERE (ruleset, bucket) = (SELECT ruleset, bucket FROM rating_buckets
                                     WHERE players > 0 ORDER BY 1, 2 LIMIT 1)",
     )
-    .execute(&app.pool)
-    .await
-    .unwrap();
-    let report = verify::run(&app.pool).await.unwrap();
-    assert_eq!(report.mismatches.len(), 1, "{report}");
-    assert!(
-        report.mismatches[0].what.contains("rating_buckets counts"),
-        "{report}"
-    );
+    .await;
+    assert!(what.contains("rating_buckets counts"), "{what}");
 }
 
 #[sqlx::test]
 async fn a_tampered_player_record_is_caught(pool: PgPool) {
-    let app = spawn_app(pool).await;
-    play_everything(&app).await;
-    assert!(verify::run(&app.pool).await.unwrap().ok());
-    let player: uuid::Uuid = sqlx::query_scalar(
+    let (what, player) = the_one_mismatch_after(
+        pool,
         "UPDATE player_records SET losses = losses + 1
          WHERE player_id = (SELECT player_id FROM player_records ORDER BY 1 LIMIT 1)
          RETURNING player_id",
     )
-    .fetch_one(&app.pool)
-    .await
-    .unwrap();
-    let report = verify::run(&app.pool).await.unwrap();
-    assert_eq!(report.mismatches.len(), 1, "{report}");
-    let what = &report.mismatches[0].what;
+    .await;
+    let player = player.expect("a record was tampered with").to_string();
     assert!(
-        what.contains("player_records keeps") && what.contains(&player.to_string()),
-        "{report}"
+        what.contains("player_records keeps") && what.contains(&player),
+        "{what}"
     );
 }
 
 #[sqlx::test]
 async fn a_tampered_ladder_name_is_caught(pool: PgPool) {
-    let app = spawn_app(pool).await;
-    play_everything(&app).await;
-    assert!(verify::run(&app.pool).await.unwrap().ok());
-    let player: uuid::Uuid = sqlx::query_scalar(
+    let (what, player) = the_one_mismatch_after(
+        pool,
         "UPDATE ratings SET name = 'someone else'
          WHERE (ruleset, player_id) = (SELECT ruleset, player_id FROM ratings ORDER BY 1, 2 LIMIT 1)
          RETURNING player_id",
     )
-    .fetch_one(&app.pool)
-    .await
-    .unwrap();
-    let report = verify::run(&app.pool).await.unwrap();
-    assert_eq!(report.mismatches.len(), 1, "{report}");
-    let what = &report.mismatches[0].what;
+    .await;
+    let player = player.expect("a standing was tampered with").to_string();
     assert!(
-        what.contains("keeps the name \"someone else\"") && what.contains(&player.to_string()),
-        "{report}"
+        what.contains("keeps the name \"someone else\"") && what.contains(&player),
+        "{what}"
     );
 }
 
