@@ -8,6 +8,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+// The integration tests' fleets: one legal fleet per preset for tests and benches alike.
+#[path = "../../tests/it/fleets.rs"]
+mod fleets;
+
 pub const COLUMNS: &str = "ABCDEFGHIJ";
 
 pub fn env_or(name: &str, default: usize) -> usize {
@@ -108,7 +112,7 @@ pub async fn prepare_for(
             None,
         )
         .await;
-    let fleet = fleet_for(settings_ruleset(&settings));
+    let fleet = fleets::legal_fleet(settings_ruleset(&settings));
     for player in [&a, &b] {
         client
             .call(
@@ -138,25 +142,6 @@ pub async fn prepare_for(
 /// The rule set a match's `settings` ask for (the default when they name none).
 fn settings_ruleset(settings: &Value) -> &str {
     settings["ruleset"].as_str().unwrap_or("statki")
-}
-
-/// A whole fleet of `ruleset`, every ship horizontal from column A or further along the odd
-/// rows, with an empty cell between any two (the `classic` and `battaglia` fleets may not
-/// touch).
-pub fn fleet_for(ruleset: &str) -> Value {
-    let cells: &[&str] = match ruleset {
-        // 4, 3, 3, 2, 2, 2, 1, 1, 1, 1
-        "classic" => &["A1", "F1", "A3", "E3", "H3", "A5", "D5", "F5", "H5", "J5"],
-        // 5, 4, 3, 3, 2, 1
-        "battaglia" => &["A1", "A3", "A5", "A7", "A9", "D9"],
-        // 5, 4, 3, 3, 2
-        _ => &["A1", "A3", "A5", "A7", "A9"],
-    };
-    let ships: Vec<Value> = cells
-        .iter()
-        .map(|cell| json!({"cell": cell, "orientation": "horizontal"}))
-        .collect();
-    json!({ "ships": ships })
 }
 
 /// Plays a prepared match to the end (both sides shoot row by row): the shot latencies.

@@ -1,6 +1,7 @@
 //! Black-box test harness: `spawn_app` serves the real application on a random local port
 //! over the test's own database, and helpers speak to it over HTTP like any client.
 
+pub use crate::fleets::{legal_fleet, legal_fleet_cells};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -296,41 +297,6 @@ pub fn unique(prefix: &str) -> String {
         "{prefix}-{}",
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     )
-}
-
-/// A legal fleet for each preset, all horizontal, kept apart for the no-touch presets.
-pub fn legal_fleet(ruleset: &str) -> Value {
-    let bows: &[&str] = match ruleset {
-        "classic" => &["A1", "F1", "A3", "E3", "I3", "A5", "D5", "F5", "H5", "J5"],
-        "battaglia" => &["A1", "A3", "A5", "A7", "A9", "J10"],
-        _ => &["A1", "A3", "A5", "A7", "A9"],
-    };
-    let ships: Vec<Value> = bows
-        .iter()
-        .map(|bow| json!({ "cell": bow, "orientation": "horizontal" }))
-        .collect();
-    json!({ "ships": ships })
-}
-
-/// The cells that fleet covers.
-pub fn legal_fleet_cells(ruleset: &str) -> Vec<String> {
-    let (bows, lengths): (&[&str], &[u8]) = match ruleset {
-        "classic" => (
-            &["A1", "F1", "A3", "E3", "I3", "A5", "D5", "F5", "H5", "J5"],
-            &[4, 3, 3, 2, 2, 2, 1, 1, 1, 1],
-        ),
-        "battaglia" => (&["A1", "A3", "A5", "A7", "A9", "J10"], &[5, 4, 3, 3, 2, 1]),
-        _ => (&["A1", "A3", "A5", "A7", "A9"], &[5, 4, 3, 3, 2]),
-    };
-    let mut cells = Vec::new();
-    for (bow, &length) in bows.iter().zip(lengths) {
-        let column = bow.as_bytes()[0];
-        let row = &bow[1..];
-        for offset in 0..length {
-            cells.push(format!("{}{row}", char::from(column + offset)));
-        }
-    }
-    cells
 }
 
 /// The text of a gzip-compressed answer body.

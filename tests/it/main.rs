@@ -4,6 +4,7 @@
 
 mod common;
 mod engine_support;
+mod fleets;
 mod ladder_support;
 
 mod accounts;
