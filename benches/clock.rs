@@ -20,9 +20,9 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use chrono::{DateTime, Utc};
-use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{AssertSqlSafe, PgPool};
-use statki::app::{App, EVENTS_CHANNEL, GameSettings};
+use statki::app::{App, Committed, GameSettings, Herald};
 use statki::auth::Tokens;
 use statki::engine::{
     Cell, Clock, Command, Draw, Event, HouseOptions, Match, MatchRules, Orientation, Placement,
@@ -316,17 +316,16 @@ async fn scenario(
         bail!("filling took too long; raise CLOCK_BENCH_LEAD_SECONDS");
     }
 
-    let mut listener = PgListener::connect_with(&setup).await?;
-    listener.listen(EVENTS_CHANNEL).await?;
+    // Every replica tells what it committed, as it tells its live hub in the service.
+    let (told, mut hearing) = tokio::sync::mpsc::unbounded_channel::<(Uuid, DateTime<Utc>)>();
     let expected = settings.matches;
     let heard = tokio::spawn(async move {
         let mut heard: Vec<(Uuid, DateTime<Utc>)> = Vec::with_capacity(expected);
         while heard.len() < expected {
-            let notification = listener.recv().await?;
-            let at = Utc::now();
-            if let Some((id, _)) = notification.payload().split_once(':') {
-                heard.push((id.parse()?, at));
-            }
+            let Some(one) = hearing.recv().await else {
+                bail!("every replica stopped");
+            };
+            heard.push(one);
         }
         anyhow::Ok(heard)
     });
@@ -351,6 +350,7 @@ async fn scenario(
             },
             Tokens::new(b"clock-bench-secret-of-at-least-32-bytes")?,
         );
+        app.tell_commits_to(std::sync::Arc::new(Told(told.clone())));
         tasks.push(tokio::spawn(clock::run(app, stop_rx.clone())));
         pools.push(pool);
     }
@@ -449,4 +449,16 @@ async fn scenario(
         pool.close().await;
     }
     Ok(())
+}
+
+/// Hears every match a replica committed a change to, with the time it was told.
+struct Told(tokio::sync::mpsc::UnboundedSender<(Uuid, DateTime<Utc>)>);
+
+impl Herald for Told {
+    fn committed(&self, committed: Committed) {
+        let at = Utc::now();
+        for change in committed.matches {
+            let _ = self.0.send((change.id, at));
+        }
+    }
 }

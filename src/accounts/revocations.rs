@@ -288,6 +288,11 @@ impl Revocations {
         }
     }
 
+    /// Whether `player`'s validity is cached here (a revocation must then be re-read).
+    pub fn knows(&self, player: Uuid) -> bool {
+        self.read().valid_from.contains_key(&player)
+    }
+
     /// Players cached here (for tests and metrics).
     pub fn cached(&self) -> usize {
         self.read().valid_from.len()

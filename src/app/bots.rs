@@ -83,7 +83,7 @@ impl App {
         now: DateTime<Utc>,
         limit: i64,
     ) -> Result<BotBatch> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         let kind = self.kind(&mut tx).await?;
         let claimed = bots::claim_turns(
             &mut tx,

@@ -62,7 +62,7 @@ impl App {
     /// expires each that is still in the state that armed its deadline.
     #[tracing::instrument(skip(self))]
     pub async fn expire_batch(&self, now: DateTime<Utc>, limit: i64) -> Result<Expired> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         let kind = self.kind(&mut tx).await?;
         let due = matches::claim_due(&mut tx, kind, now, limit).await?;
         let claimed = due.len();
@@ -130,7 +130,7 @@ impl App {
         at: Option<DateTime<Utc>>,
         threshold: Duration,
     ) -> Result<Option<(Duration, usize)>> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         replicas::lock_startup(&mut *tx).await?;
         let (db_now, last) = replicas::last_seen(&mut *tx).await?;
         let now = at.unwrap_or(db_now);
@@ -156,15 +156,15 @@ impl App {
 /// Gives back `by` to every running clock whose deadline is after `since`. A clock re-armed
 /// since it was listed (a command got in first) is fresh and left alone.
 async fn extend_clocks(
-    tx: &mut sqlx::PgConnection,
+    tx: &mut super::committed::Tx,
     kind: Kind,
     since: DateTime<Utc>,
     by: Duration,
     now: DateTime<Utc>,
 ) -> Result<usize> {
-    let listed = matches::with_deadline_after(&mut *tx, since).await?;
+    let listed = matches::with_deadline_after(&mut **tx, since).await?;
     let ids: Vec<Uuid> = listed.iter().map(|(id, _)| *id).collect();
-    let (locked, _) = matches::lock_many(&mut *tx, kind, &ids).await?;
+    let (locked, _) = matches::lock_many(tx, kind, &ids).await?;
     let mut changes = Vec::new();
     for matches::Locked { id, row } in locked {
         let Ok(row) = row else { continue };

@@ -26,6 +26,7 @@ use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use super::cache::MatchCache;
+use super::committed::{Committed, Heralds};
 use super::idempotency::{Answer, Idempotency, replay_on_match, to_json};
 use super::resources::{MatchResource, ShotAnswer};
 use super::write::{self, Change, Extras, Judged, Stored};
@@ -222,13 +223,26 @@ pub(crate) fn lane_of(match_id: Uuid, lanes: usize) -> usize {
 impl Committer {
     /// Starts `lanes` lanes on `pool`, whose database's kind `kind` keeps, keeping match
     /// states in up to `kept_bytes`.
-    pub fn start(pool: PgPool, kind: KindCell, lanes: usize, kept_bytes: u64) -> Self {
+    pub fn start(
+        pool: PgPool,
+        kind: KindCell,
+        heralds: Heralds,
+        lanes: usize,
+        kept_bytes: u64,
+    ) -> Self {
         let cache = Arc::new(MatchCache::with_bytes(kept_bytes));
+        heralds.keep_current(cache.clone());
         let routes = Arc::new(Routes::new(pool.clone(), kind));
         let senders: Vec<mpsc::Sender<Job>> = (0..lanes.max(1))
             .map(|_| {
                 let (jobs, queue) = mpsc::channel(QUEUE_CAPACITY);
-                tokio::spawn(lane(pool.clone(), queue, cache.clone(), routes.clone()));
+                tokio::spawn(lane(
+                    pool.clone(),
+                    queue,
+                    cache.clone(),
+                    routes.clone(),
+                    heralds.clone(),
+                ));
                 jobs
             })
             .collect();
@@ -275,6 +289,7 @@ async fn lane(
     mut queue: mpsc::Receiver<Job>,
     cache: Arc<MatchCache>,
     routes: Arc<Routes>,
+    heralds: Heralds,
 ) {
     let mut waiting: Vec<Job> = Vec::new();
     // The lane keeps one connection across batches (no acquire and health check per
@@ -323,6 +338,7 @@ async fn lane(
             &pool,
             &routes.kind,
             &cache,
+            &heralds,
             &mut connection,
             split.batch,
             more_waiting,
@@ -424,6 +440,7 @@ async fn run(
     pool: &PgPool,
     kind: &KindCell,
     cache: &MatchCache,
+    heralds: &Heralds,
     connection: &mut Option<LaneConnection>,
     jobs: Vec<Job>,
     more_waiting: bool,
@@ -432,7 +449,18 @@ async fn run(
     let mut decided = None;
     if let Some((rows, now)) = cache.take(&ids) {
         let source = Source::Cached(rows, now);
-        match attempt(pool, kind, cache, connection, &jobs, more_waiting, source).await {
+        match attempt(
+            pool,
+            kind,
+            cache,
+            heralds,
+            connection,
+            &jobs,
+            more_waiting,
+            source,
+        )
+        .await
+        {
             Ok(Attempt::Committed(replies)) => {
                 metrics::counter!("statki_command_batches_total", "decided_from" => "kept")
                     .increment(1);
@@ -469,6 +497,7 @@ async fn run(
                 pool,
                 kind,
                 cache,
+                heralds,
                 connection,
                 &jobs,
                 more_waiting,
@@ -528,10 +557,12 @@ fn lost_deadlock(error: &AppError) -> bool {
 }
 
 /// One try at a batch on the lane's connection (taking one from the pool if it has none).
+#[allow(clippy::too_many_arguments)]
 async fn attempt(
     pool: &PgPool,
     kind: &KindCell,
     cache: &MatchCache,
+    heralds: &Heralds,
     connection: &mut Option<LaneConnection>,
     jobs: &[Job],
     more_waiting: bool,
@@ -546,7 +577,7 @@ async fn attempt(
     };
     // Asked of the database once per application, then kept: no query per batch.
     let kind = kind.get(&mut *lane.conn).await?;
-    execute(lane, kind, cache, jobs, more_waiting, source).await
+    execute(lane, kind, cache, heralds, jobs, more_waiting, source).await
 }
 
 /// Where a batch's match states come from.
@@ -584,6 +615,7 @@ async fn execute(
     lane: &mut LaneConnection,
     kind: Kind,
     cache: &MatchCache,
+    heralds: &Heralds,
     jobs: &[Job],
     begin_next: bool,
     source: Source,
@@ -738,7 +770,8 @@ async fn execute(
         releases,
         unexpired,
     };
-    match write::write(&mut lane.conn, kind, &folded, extras, now).await? {
+    let mut told = Committed::default();
+    match write::write(&mut lane.conn, kind, &folded, extras, now, &mut told).await? {
         Stored::All(read_now) => {
             if let Some(read_now) = read_now {
                 cache.read_clock(read_now, Instant::now());
@@ -750,6 +783,7 @@ async fn execute(
         // Only after a locked batch is the next one likely to need a transaction too.
         lane.commit(begin_next && !cached).await?;
     }
+    heralds.tell(told);
     let events: usize = folded.iter().map(|change| change.events.len()).sum();
     metrics::counter!("statki_events_total").increment(events as u64);
     remember(cache, folded, &created);

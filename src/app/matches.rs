@@ -66,7 +66,7 @@ impl App {
                 return Err(AppError::RankedAgainstBot);
             }
         }
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         if let Some(answer) = claim_or_replay(&mut tx, creator, idempotency).await? {
             return Ok(Answer::Replayed(answer));
         }

@@ -17,13 +17,14 @@ use tokio::sync::watch;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::committed::Tx;
 use super::idempotency::{Answer, Idempotency, claim_or_replay, remember};
-use super::write::{self, Change, push_notices};
+use super::write::{self, Change, notify_players};
 use super::{App, AppError, NewMatch, Result};
 use crate::engine::{Command, Match, MatchRules, Phase, Refusal, RuleSetId};
 use crate::store::citus::Kind;
 use crate::store::queue::{self, Entry, Window};
-use crate::store::{matches, notices, ratings, rematch};
+use crate::store::{matches, ratings, rematch};
 
 /// How far apart two ratings may be to pair: 100 points at first, 5 more for every second
 /// the longer-waiting player has waited, at most 1000 (reached after three minutes).
@@ -125,7 +126,7 @@ async fn in_live_match(conn: &mut PgConnection, player: Uuid) -> Result<bool> {
 /// running, inside the caller's transaction, through the write path. Returns the new
 /// match's id; the use case tells the players.
 pub(crate) async fn start_match(
-    conn: &mut PgConnection,
+    conn: &mut Tx,
     kind: Kind,
     rules: MatchRules,
     ranked: bool,
@@ -147,7 +148,7 @@ pub(crate) async fn start_match(
 
 /// Starts the ranked match of a pair (`first` waited longer) and tells both.
 async fn pair(
-    conn: &mut PgConnection,
+    conn: &mut Tx,
     kind: Kind,
     rules: MatchRules,
     first: Uuid,
@@ -156,7 +157,7 @@ async fn pair(
     notes: &mut Vec<(Uuid, &'static str, Value)>,
 ) -> Result<Uuid> {
     let match_id = start_match(conn, kind, rules, true, first, second, now).await?;
-    queue::mark_paired(&mut *conn, &[first, second], match_id, now).await?;
+    queue::mark_paired(&mut **conn, &[first, second], match_id, now).await?;
     for (player, opponent) in [(first, second), (second, first)] {
         let payload = json!({
             "match_id": match_id, "ruleset": rules.ruleset, "ranked": true, "opponent": opponent,
@@ -188,7 +189,7 @@ pub async fn join(
     let id =
         RuleSetId::parse(ruleset).ok_or_else(|| AppError::UnknownRuleset(ruleset.to_owned()))?;
     let rules = ranked_rules(app, id)?;
-    let mut tx = app.pool().begin().await?;
+    let mut tx = app.begin().await?;
     if let Some(answer) = claim_or_replay(&mut tx, player, idempotency).await? {
         return Ok(Answer::Replayed(answer));
     }
@@ -219,7 +220,7 @@ pub async fn join(
                 &mut notes,
             )
             .await?;
-            push_notices(&mut tx, notes).await?;
+            notify_players(&mut tx, notes).await?;
             QueueState::Paired {
                 ruleset: id,
                 match_id,
@@ -243,7 +244,7 @@ pub async fn join(
 /// Takes `player` out of the queue.
 #[tracing::instrument(skip(app))]
 pub async fn leave(app: &App, player: Uuid) -> Result<QueueState> {
-    let mut tx = app.pool().begin().await?;
+    let mut tx = app.begin().await?;
     let now = db_now(&mut tx).await?;
     if !queue::leave(&mut *tx, player, now).await? {
         return Err(AppError::NotQueued);
@@ -292,7 +293,7 @@ pub struct Sweep {
 /// clock. Skipped when another replica is sweeping.
 #[tracing::instrument(skip(app))]
 pub async fn sweep(app: &App, now: DateTime<Utc>) -> Result<Sweep> {
-    let mut tx = app.pool().begin().await?;
+    let mut tx = app.begin().await?;
     let mine = crate::store::try_advisory_xact_lock(&mut *tx, SWEEP_LOCK).await?;
     if !mine {
         return Ok(Sweep::default());
@@ -313,7 +314,7 @@ pub async fn sweep(app: &App, now: DateTime<Utc>) -> Result<Sweep> {
         let (first, second) = (entries[a].player_id, entries[b].player_id);
         pair(&mut tx, kind, rules, first, second, started, &mut notes).await?;
     }
-    push_notices(&mut tx, notes).await?;
+    notify_players(&mut tx, notes).await?;
     tx.commit().await?;
     if !plan.is_empty() {
         metrics::counter!("statki_queue_pairs_total").increment(plan.len() as u64);
@@ -430,7 +431,7 @@ pub async fn ask_rematch(
     player: Uuid,
     idempotency: Option<&Idempotency>,
 ) -> Result<Answer<RematchState>> {
-    let mut tx = app.pool().begin().await?;
+    let mut tx = app.begin().await?;
     if let Some(answer) = claim_or_replay(&mut tx, player, idempotency).await? {
         return Ok(Answer::Replayed(answer));
     }
@@ -441,13 +442,8 @@ pub async fn ask_rematch(
 }
 
 /// [`ask_rematch`] inside its transaction.
-async fn rematch_in(
-    app: &App,
-    tx: &mut PgConnection,
-    match_id: Uuid,
-    player: Uuid,
-) -> Result<RematchState> {
-    let (row, now) = matches::lock(&mut *tx, match_id)
+async fn rematch_in(app: &App, tx: &mut Tx, match_id: Uuid, player: Uuid) -> Result<RematchState> {
+    let (row, now) = matches::lock(&mut **tx, match_id)
         .await?
         .ok_or(AppError::NotFound("match"))?;
     let state = &row.state;
@@ -460,7 +456,7 @@ async fn rematch_in(
     let opponent = state
         .player(1 - seat)
         .ok_or(AppError::RematchUnavailable("the match had no opponent"))?;
-    if let Some(rematch_id) = rematch::started(&mut *tx, match_id).await? {
+    if let Some(rematch_id) = rematch::started(&mut **tx, match_id).await? {
         return Ok(RematchState {
             match_id,
             status: RematchStatus::Started,
@@ -468,7 +464,7 @@ async fn rematch_in(
             rematch_id: Some(rematch_id),
         });
     }
-    let offers = rematch::offers(&mut *tx, match_id, now).await?;
+    let offers = rematch::offers(&mut **tx, match_id, now).await?;
     let ruleset = state.rules.ruleset;
     let ranked = state.ranked;
     if offers.iter().any(|offer| offer.player_id == opponent) {
@@ -483,17 +479,17 @@ async fn rematch_in(
             state.player(1).unwrap_or(opponent),
             state.player(0).unwrap_or(player),
         );
-        let kind = app.kind(&mut *tx).await?;
+        let kind = app.kind(tx).await?;
         let rematch_id = start_match(tx, kind, rules, ranked, first, second, now).await?;
         rematch::record_started(tx, match_id, rematch_id, now).await?;
-        queue::drop_waiting(&mut *tx, &[first, second]).await?;
+        queue::drop_waiting(&mut **tx, &[first, second]).await?;
         let payload = |opponent: Uuid| {
             json!({
                 "match_id": rematch_id, "previous": match_id, "opponent": opponent,
                 "ruleset": ruleset, "ranked": ranked,
             })
         };
-        push_notices(
+        notify_players(
             tx,
             vec![
                 (first, "rematch_started", payload(second)),
@@ -510,13 +506,13 @@ async fn rematch_in(
     }
     let renewing = offers.iter().any(|offer| offer.player_id == player);
     let expires_at = now + chrono::Duration::seconds(REMATCH_SECONDS);
-    rematch::offer(&mut *tx, match_id, player, now, expires_at).await?;
+    rematch::offer(&mut **tx, match_id, player, now, expires_at).await?;
     if !renewing {
         let payload = json!({
             "match_id": match_id, "from": player, "ruleset": ruleset, "ranked": ranked,
             "expires_at": expires_at,
         });
-        notices::push(tx, opponent, "rematch_offered", &payload).await?;
+        notify_players(tx, vec![(opponent, "rematch_offered", payload)]).await?;
     }
     let mut offers: Vec<RematchOffer> = offers
         .into_iter()

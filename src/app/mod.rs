@@ -8,6 +8,7 @@ mod bots;
 mod cache;
 mod clocks;
 mod commands;
+mod committed;
 mod error;
 pub mod export;
 mod idempotency;
@@ -28,13 +29,13 @@ use uuid::Uuid;
 pub use accounts::{Me, STREAM_TICKET_SECONDS, Session, StreamTicket};
 pub use bots::{BotBatch, BotProfile, BotWindow};
 pub use clocks::{Expired, OUTAGE_THRESHOLD};
+pub use committed::{Committed, CommittedMatch, Herald};
 pub use error::{AppError, Result};
 pub use idempotency::{Answer, Idempotency};
 pub use resources::{
     EventResource, MatchResource, MatchState, NewMatch, OwnClock, PlayerProfile, Presence,
     PresenceChange, PresenceKind, ShotAnswer, ms_left, viewer_of,
 };
-pub use write::EVENTS_CHANNEL;
 
 use crate::auth::Tokens;
 use crate::engine::Clock;
@@ -79,6 +80,8 @@ struct Inner {
     settings: GameSettings,
     tokens: Tokens,
     committer: commands::Committer,
+    /// Who is told of each commit (the live hub), shared with the lanes.
+    heralds: committed::Heralds,
     /// The one budget for password hashing (log-in, registration, password changes).
     hashing: crate::accounts::password::HashBudget,
 }
@@ -111,8 +114,14 @@ impl App {
         kept_bytes: u64,
     ) -> Self {
         let kind = crate::store::citus::KindCell::default();
-        let committer =
-            commands::Committer::start(pool.clone(), kind.clone(), COMMIT_LANES, kept_bytes);
+        let heralds = committed::Heralds::default();
+        let committer = commands::Committer::start(
+            pool.clone(),
+            kind.clone(),
+            heralds.clone(),
+            COMMIT_LANES,
+            kept_bytes,
+        );
         App {
             inner: Arc::new(Inner {
                 pool,
@@ -121,6 +130,7 @@ impl App {
                 settings,
                 tokens,
                 committer,
+                heralds,
                 hashing: Default::default(),
             }),
         }
@@ -146,6 +156,20 @@ impl App {
         // The kept states alone, not the lanes' queue: the hub must not keep the lanes alive.
         let cache = self.inner.committer.cache();
         Arc::new(move |id, last_seq| cache.moved_to(&id, last_seq))
+    }
+
+    /// Has `herald` told of everything this application commits from now on, right after
+    /// each commit (see [`Herald`]).
+    pub fn tell_commits_to(&self, herald: Arc<dyn Herald>) {
+        self.inner.heralds.set(herald);
+    }
+
+    /// Begins a transaction of the write path: what it writes is told once it commits.
+    async fn begin(&self) -> Result<committed::Tx> {
+        Ok(committed::Tx::new(
+            self.pool().begin().await?,
+            self.inner.heralds.clone(),
+        ))
     }
 
     pub fn settings(&self) -> GameSettings {

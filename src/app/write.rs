@@ -1,8 +1,8 @@
 //! The one write path: every change to a match — a player's command, a new match, a
-//! pairing, a rematch, a clock running out or given back — is folded, settled, appended,
-//! written and announced here, for one match or a batch of many, in the caller's
-//! transaction. Notifications are delivered at commit, so listeners never see an event that
-//! was rolled back.
+//! pairing, a rematch, a clock running out or given back — is folded, settled, appended
+//! and written here, for one match or a batch of many, in the caller's transaction, and
+//! collected in a [`Committed`] that is told only after that transaction commits, so
+//! nothing announces an event that was rolled back.
 
 use std::collections::HashMap;
 
@@ -11,6 +11,7 @@ use serde_json::json;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use super::committed::{Committed, CommittedMatch, Tx};
 use super::{AppError, Result, ladder};
 use crate::engine::{CancelReason, Command, Event, Match, Refusal};
 use crate::store::citus::Kind;
@@ -18,11 +19,6 @@ use crate::store::idempotency::{Answer, KeyRef};
 use crate::store::matches::{Append, MatchRow, RowWrite, Write};
 use crate::store::player_matches::{self, Mirror};
 use crate::store::{StoreError, StoredEvent, matches, notices};
-
-/// The notification channel every commit announces `match_id:seq` on.
-pub const EVENTS_CHANNEL: &str = "statki_events";
-/// Most bytes of one notification's payload (PostgreSQL refuses 8000 and more).
-const NOTIFY_PAYLOAD_MAX: usize = 7_800;
 
 /// One match's change: its state before, and the events the engine decided for it.
 pub(crate) struct Change {
@@ -224,14 +220,16 @@ pub(crate) enum Stored {
 
 /// Stores folded changes: new rows first, then one statement that appends every event,
 /// writes every existing row (each only if it is still at the sequence number the change
-/// was decided on), records `extras` and announces every match; then the rating rows and
-/// the player notices the events cause.
+/// was decided on) and records `extras`; then the rating rows and the player notices the
+/// events cause. What it stored is added to `told`, for the caller to tell once its
+/// transaction commits (a write that ends [`Stored::Moved`] adds nothing).
 pub(crate) async fn write(
     conn: &mut PgConnection,
     kind: Kind,
     folded: &[Folded],
     extras: Extras<'_>,
     now: DateTime<Utc>,
+    told: &mut Committed,
 ) -> Result<Stored> {
     for change in folded.iter().filter(|change| change.new) {
         matches::insert(&mut *conn, change.id, &change.state, change.last_seq, now).await?;
@@ -256,7 +254,6 @@ pub(crate) async fn write(
             unexpired_until: extras.unexpired.get(&change.id).copied(),
         })
         .collect();
-    let announcements = announcements(folded);
     let mut read_now = None;
     if !appends.is_empty() || !extras.answers.is_empty() || !extras.releases.is_empty() {
         let written = matches::write(
@@ -268,8 +265,6 @@ pub(crate) async fn write(
                 rows: &rows,
                 answers: &extras.answers,
                 releases: &extras.releases,
-                channel: EVENTS_CHANNEL,
-                announcements: &announcements,
             },
         )
         .await;
@@ -295,19 +290,36 @@ pub(crate) async fn write(
         .collect();
     ladder::record(&mut *conn, &stored).await?;
     let notes: Vec<_> = folded.iter().flat_map(player_notices).collect();
-    push_notices(conn, notes).await?;
+    let mut written = Committed::default();
+    written.matches.extend(
+        folded
+            .iter()
+            .filter(|change| !change.events.is_empty())
+            .map(|change| CommittedMatch {
+                id: change.id,
+                after: change.after,
+                last_seq: change.last_seq,
+                at: now,
+                created_at: change.created_at,
+                state: change.state.clone(),
+                events: change.events.clone(),
+            }),
+    );
+    push_notices(conn, notes, &mut written).await?;
+    told.extend(written);
     Ok(Stored::All(read_now))
 }
 
 /// [`fold`] then [`write`], for use cases with nothing else to record.
 pub(crate) async fn apply(
-    conn: &mut PgConnection,
+    tx: &mut Tx,
     kind: Kind,
     changes: Vec<Change>,
     now: DateTime<Utc>,
 ) -> Result<Vec<Folded>> {
+    let (conn, told) = tx.parts();
     let folded = fold(&mut *conn, changes, now).await?;
-    if let Stored::Moved = write(conn, kind, &folded, Extras::default(), now).await? {
+    if let Stored::Moved = write(conn, kind, &folded, Extras::default(), now, told).await? {
         // The callers lock their rows before deciding, so nothing can move them.
         return Err(AppError::Corrupt(
             "a locked match row moved before its write".into(),
@@ -316,23 +328,6 @@ pub(crate) async fn apply(
     metrics::counter!("statki_events_total")
         .increment(folded.iter().map(|f| f.events.len() as u64).sum());
     Ok(folded)
-}
-
-/// Every changed match's `match_id:last_seq`, joined by commas into as few notification
-/// payloads as fit.
-fn announcements(folded: &[Folded]) -> Vec<String> {
-    let mut payloads: Vec<String> = Vec::new();
-    for change in folded.iter().filter(|change| !change.events.is_empty()) {
-        let entry = format!("{}:{}", change.id, change.last_seq);
-        match payloads.last_mut() {
-            Some(last) if last.len() + 1 + entry.len() <= NOTIFY_PAYLOAD_MAX => {
-                last.push(',');
-                last.push_str(&entry);
-            }
-            _ => payloads.push(entry),
-        }
-    }
-    payloads
 }
 
 /// What the events of a change tell players on their own feed beyond the match view: a
@@ -389,14 +384,27 @@ fn player_notices(change: &Folded) -> Vec<(Uuid, &'static str, serde_json::Value
 }
 
 /// Pushes notices in player-id order: every transaction that notifies several players
-/// takes their feed locks in the same order, so two of them never deadlock.
-pub(crate) async fn push_notices(
+/// takes their feed locks in the same order, so two of them never deadlock. Each pushed
+/// notice is added to `told`.
+async fn push_notices(
     conn: &mut PgConnection,
     mut notes: Vec<(Uuid, &str, serde_json::Value)>,
+    told: &mut Committed,
 ) -> Result<()> {
     notes.sort_by_key(|(player, _, _)| *player);
     for (player, kind, payload) in &notes {
-        notices::push(&mut *conn, *player, kind, payload).await?;
+        let seq = notices::push(&mut *conn, *player, kind, payload).await?;
+        told.notices.push((*player, seq));
     }
     Ok(())
+}
+
+/// [`push_notices`] for a use case's own notices (a pairing, a rematch), in its
+/// transaction.
+pub(crate) async fn notify_players(
+    tx: &mut Tx,
+    notes: Vec<(Uuid, &str, serde_json::Value)>,
+) -> Result<()> {
+    let (conn, told) = tx.parts();
+    push_notices(conn, notes, told).await
 }

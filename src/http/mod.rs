@@ -360,8 +360,10 @@ pub fn prometheus() -> Option<PrometheusHandle> {
 
 /// Shared state for the application and this replica's live hub.
 pub fn state(app: App, live: Hub) -> AppState {
-    // The application's command lanes hear of every replica's commits through the hub.
+    // The application's command lanes hear of the other replicas' commits through the hub,
+    // and the hub of this replica's commits from the application.
     live.watch_positions(app.position_watcher());
+    app.tell_commits_to(live.herald());
     AppState {
         app,
         metrics: prometheus(),

@@ -1,7 +1,8 @@
 //! The one feed mechanism, generic over a [`Topic`]: a stream's catch-up from the database,
 //! then live batches de-duplicated by sequence number (a gap or a slow consumer closes the
-//! stream); the fan-out read done once per batch for every subscriber of this replica; and
-//! the sweep that compares every followed position with the database.
+//! stream); the reader that reads every marked topic of a kind in one coalesced batch for
+//! every subscriber of this replica; and the sweep that compares every followed position
+//! with the database.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -18,6 +19,14 @@ use crate::store::{self, StoreError};
 
 /// Ids per position query of the sweep.
 const SWEEP_CHUNK: usize = 5_000;
+/// Most topics one read of the reader covers.
+const READ_CHUNK: usize = 500;
+/// The reader's pause after a failed read (the sweep re-marks what it missed).
+const READ_RETRY: std::time::Duration = std::time::Duration::from_millis(200);
+/// The reader's pause after a read that found nothing new: only a forged (or stale) hint
+/// marks a topic that has not moved on, so a flood of them costs at most one read per
+/// pause, while genuine hints, whose reads always find records, are read at once.
+pub(super) const READ_IDLE_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// A kind of numbered log a stream follows (a match's events, a player's notices): how
 /// it is announced, read and shown to one viewer. Implemented once per kind, in `topics`.
@@ -31,8 +40,6 @@ pub trait Topic: Sized + Send + Sync + 'static {
     /// What a stream hands out for one record, for one viewer.
     type Item: Send + 'static;
 
-    /// The `NOTIFY` channel that announces `id:seq` positions of this kind.
-    const CHANNEL: &'static str;
     /// The kind's name in logs.
     const NAME: &'static str;
 
@@ -50,13 +57,13 @@ pub trait Topic: Sized + Send + Sync + 'static {
         after: i64,
     ) -> impl Future<Output = Result<Vec<Self::Record>, StoreError>> + Send;
 
-    /// What the fan-out publishes when `id` is announced beyond `after`: the new records
-    /// with what they are shown with; `None` when there is nothing new.
-    fn read_batch(
+    /// What the reader publishes for each of `topics` (`(id, delivered)`) that moved on
+    /// beyond its position: the records after it (a page at most), with what they are shown
+    /// with. One read for all of them, whatever their number.
+    fn read_batches(
         pool: &PgPool,
-        id: Uuid,
-        after: i64,
-    ) -> impl Future<Output = Result<Option<Batch<Self>>, StoreError>> + Send;
+        topics: &[(Uuid, i64)],
+    ) -> impl Future<Output = Result<Vec<(Uuid, Batch<Self>)>, StoreError>> + Send;
 
     /// The positions of `ids` (absent: nothing was ever written), for the sweep.
     fn read_positions(
@@ -105,7 +112,7 @@ pub trait Topic: Sized + Send + Sync + 'static {
 pub struct Batch<T: Topic> {
     /// What every subscriber shows the records with, as of `end`.
     pub context: T::Context,
-    /// The topic's position when read: no record is after it.
+    /// The topic's position when read: no record is after it (a page may end before it).
     pub end: i64,
     /// Records after the previous batch, in order.
     pub records: Vec<T::Record>,
@@ -148,12 +155,12 @@ pub(super) async fn open<T: Topic>(
     // Subscribing before reading is what makes the hand-over gapless: whatever commits
     // after the read below is published on this receiver.
     let subscription = Subscription::new(topics, id, inner.settings.channel_capacity);
-    let head = T::read_head(&inner.pool, id)
-        .await?
-        .ok_or(LiveError::NotFound)?;
-    if topics.seed(id, head.end) {
-        tokio::spawn(fetch(inner.clone(), topics.clone(), id));
-    }
+    let head = Arc::new(
+        T::read_head(&inner.pool, id)
+            .await?
+            .ok_or(LiveError::NotFound)?,
+    );
+    topics.seed(id, head.end, head.clone());
     let viewer = T::viewer(&head.context, caller);
     let mut pending = VecDeque::new();
     let participants = T::participants(&head.context);
@@ -322,46 +329,46 @@ impl<T: Topic> Following<T> {
     }
 }
 
-/// `seq` of topic `id` is committed: starts its fetch if one is due.
-pub(super) fn announce<T: Topic>(inner: &Arc<Inner>, topics: &Arc<Topics<T>>, id: Uuid, seq: i64) {
-    if topics.announce(id, seq) {
-        tokio::spawn(fetch(inner.clone(), topics.clone(), id));
-    }
-}
-
-/// Reads a topic's new records (and context) once and publishes them; goes on while more
-/// were announced meanwhile.
-async fn fetch<T: Topic>(inner: Arc<Inner>, topics: Arc<Topics<T>>, id: Uuid) {
-    let Ok(_slot) = inner.fetch_slots.acquire().await else {
-        return;
-    };
+/// Reads the marked topics of one kind, a coalesced batch at a time, and publishes what
+/// moved on: one read however many topics were marked, and however often each was.
+pub(super) async fn read_marked<T: Topic>(inner: Arc<Inner>, topics: Arc<Topics<T>>) {
     loop {
-        let Some(after) = topics.position(id) else {
-            return;
-        };
-        let started = Instant::now();
-        let progressed = match T::read_batch(&inner.pool, id, after).await {
-            Ok(Some(batch)) => {
-                let delivered = batch.records.last().map_or(after, T::seq);
-                let seen = batch.end;
-                topics.publish(id, batch, delivered, seen);
-                delivered > after
-            }
-            Ok(None) => false,
-            Err(error) => {
-                tracing::warn!(%error, topic = T::NAME, %id, "live: reading new records failed");
-                inner.sweep_now.notify_one();
-                false
-            }
-        };
-        metrics::histogram!("statki_live_fetch_seconds").record(started.elapsed().as_secs_f64());
-        if !topics.fetch_done(id, progressed) {
-            return;
+        if !topics.any_marked() {
+            topics.marked().await;
         }
+        let taken = topics.take_marked(READ_CHUNK);
+        if taken.is_empty() {
+            continue;
+        }
+        let started = Instant::now();
+        match T::read_batches(&inner.pool, &taken).await {
+            Ok(batches) => {
+                let mut published = 0;
+                for (id, batch) in batches {
+                    let Some(delivered) = batch.records.last().map(T::seq) else {
+                        continue;
+                    };
+                    let end = batch.end;
+                    topics.publish(id, batch, delivered, end);
+                    published += 1;
+                }
+                if published == 0 {
+                    metrics::counter!("statki_live_idle_reads_total", "topic" => T::NAME)
+                        .increment(1);
+                    tokio::time::sleep(READ_IDLE_PAUSE).await;
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, topic = T::NAME, topics = taken.len(), "live: reading new records failed");
+                inner.sweep_now.notify_one();
+                tokio::time::sleep(READ_RETRY).await;
+            }
+        }
+        metrics::histogram!("statki_live_fetch_seconds").record(started.elapsed().as_secs_f64());
     }
 }
 
-/// Compares every followed position of one kind with the database and fetches what was
+/// Compares every followed position of one kind with the database and marks what was
 /// missed.
 pub(super) async fn sweep<T: Topic>(
     inner: &Arc<Inner>,
@@ -369,7 +376,7 @@ pub(super) async fn sweep<T: Topic>(
 ) -> Result<(), StoreError> {
     for chunk in topics.followed().chunks(SWEEP_CHUNK) {
         for (id, seq) in T::read_positions(&inner.pool, chunk).await? {
-            announce(inner, topics, id, seq);
+            topics.hinted(id, seq);
         }
     }
     Ok(())
@@ -391,23 +398,31 @@ pub(super) async fn sweep_presence(inner: &Arc<Inner>) -> Result<(), StoreError>
     Ok(())
 }
 
-/// `player`'s streams changed somewhere: reads whether they are online, if anybody here
-/// follows them.
-pub(super) fn presence_changed(inner: &Arc<Inner>, player: Uuid) {
-    if !inner.presence.follows(player) {
-        return;
-    }
-    let inner = inner.clone();
-    tokio::spawn(async move {
-        let Ok(_slot) = inner.fetch_slots.acquire().await else {
-            return;
-        };
-        match store::streams::online(&inner.pool, &[player], inner.settings.lease_lifetime).await {
-            Ok(online) => inner.presence.set(player, online.contains(&player)),
+/// Reads the presence of the players marked by hints, a coalesced batch at a time.
+pub(super) async fn read_presence(inner: Arc<Inner>) {
+    loop {
+        let marked = inner.presence.take_marked(SWEEP_CHUNK).await;
+        let online: Result<std::collections::HashSet<Uuid>, _> =
+            store::streams::online(&inner.pool, &marked, inner.settings.lease_lifetime)
+                .await
+                .map(|online| online.into_iter().collect());
+        match online {
+            Ok(online) => {
+                let mut changed = false;
+                for player in &marked {
+                    changed |= inner.presence.set(*player, online.contains(player));
+                }
+                if !changed {
+                    metrics::counter!("statki_live_idle_reads_total", "topic" => "presence")
+                        .increment(1);
+                    tokio::time::sleep(READ_IDLE_PAUSE).await;
+                }
+            }
             Err(error) => {
-                tracing::warn!(%error, %player, "live: reading a player's presence failed");
+                tracing::warn!(%error, players = marked.len(), "live: reading players' presence failed");
                 inner.sweep_now.notify_one();
+                tokio::time::sleep(READ_RETRY).await;
             }
         }
-    });
+    }
 }

@@ -1,12 +1,12 @@
-//! The one `LISTEN` connection of a replica: reconnects with back-off, reads `id:seq`
-//! positions off the match and notice channels for the fan-out, and applies (and
-//! acknowledges) token revocations. Every notification is a hint, never a value: any role
-//! that can connect may `NOTIFY`. A position makes the fan-out read the database (a forged
-//! one costs a read and at worst drops a kept state); a token notification makes the
-//! revocation cache re-read the player's row; an acknowledgement only shortens the
-//! revoking request's bounded wait. While it is down the revocation cache is bypassed,
-//! and after every (re)connection the sweep re-reads every followed position, since
-//! notifications sent meanwhile are gone.
+//! The one `LISTEN` connection of a replica: reconnects with back-off, reads the other
+//! replicas' hints (see `hints`) and token revocations, and acknowledges the revocations it
+//! applied. Every notification is a hint, never a value: any role that can connect may
+//! `NOTIFY`. Whatever a payload says, handling it costs a bounded parse and a map lookup per
+//! entry here; an entry for something this replica follows only marks it, and the marks are
+//! read in coalesced batches elsewhere (the readers of `feed`, and [`read_tokens`] for
+//! revocations), never one read per notification. While the connection is down the
+//! revocation cache is bypassed, and after every (re)connection the sweep re-reads every
+//! followed position, since notifications sent meanwhile are gone.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -15,8 +15,8 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use uuid::Uuid;
 
-use super::feed::{self, Topic};
-use super::{Inner, Matches, Players};
+use super::Inner;
+use super::hints::{self, HINTS_CHANNEL, Hint};
 use crate::accounts::{APPLIED_CHANNEL, TOKENS_CHANNEL};
 use crate::store;
 
@@ -25,6 +25,41 @@ pub const LISTENER_APPLICATION_NAME: &str = "statki-live";
 
 /// Longest wait between two attempts to re-establish the listening connection.
 const MAX_RECONNECT_BACKOFF: Duration = Duration::from_secs(2);
+/// Bytes of notification payloads read per second, at most: some 50,000 hint entries, far
+/// beyond what the replicas' commits send (one entry per changed match). Beyond, a flood
+/// is not parsed at all: it is shed to the sweep, which reads every followed position.
+const PAYLOAD_BYTES_PER_SECOND: f64 = 2_000_000.0;
+/// What may be read at once after a quiet spell.
+const PAYLOAD_BYTES_BURST: f64 = 500_000.0;
+
+/// How much payload the listener may still read now (a token bucket).
+struct Budget {
+    available: f64,
+    at: std::time::Instant,
+}
+
+impl Budget {
+    fn new() -> Self {
+        Budget {
+            available: PAYLOAD_BYTES_BURST,
+            at: std::time::Instant::now(),
+        }
+    }
+
+    /// Takes `bytes` if that much is left.
+    fn take(&mut self, bytes: usize) -> bool {
+        let now = std::time::Instant::now();
+        let refill = now.duration_since(self.at).as_secs_f64() * PAYLOAD_BYTES_PER_SECOND;
+        self.available = (self.available + refill).min(PAYLOAD_BYTES_BURST);
+        self.at = now;
+        let cost = bytes as f64 + 1.0;
+        if self.available < cost {
+            return false;
+        }
+        self.available -= cost;
+        true
+    }
+}
 
 async fn connect_listener(options: &PgConnectOptions) -> Result<PgListener, sqlx::Error> {
     // A pool of one of its own: the listener must never wait behind commands for a
@@ -40,13 +75,7 @@ async fn connect_listener(options: &PgConnectOptions) -> Result<PgListener, sqlx
     let mut listener = PgListener::connect_with(&pool).await?;
     listener.ignore_pool_close_event(true);
     listener
-        .listen_all([
-            Matches::CHANNEL,
-            Players::CHANNEL,
-            TOKENS_CHANNEL,
-            APPLIED_CHANNEL,
-            store::streams::PRESENCE_CHANNEL,
-        ])
+        .listen_all([HINTS_CHANNEL, TOKENS_CHANNEL, APPLIED_CHANNEL])
         .await?;
     Ok(listener)
 }
@@ -81,11 +110,16 @@ pub(super) async fn listen(inner: Arc<Inner>) {
         inner.listening.store(true, Ordering::Relaxed);
         inner.revocations.listening(true);
         inner.sweep_now.notify_one();
+        let mut budget = Budget::new();
         loop {
             // `try_recv` runs alone, never inside a `select!`: it is not cancel-safe.
             match listener.try_recv().await {
                 Ok(Some(notification)) => {
-                    on_notification(&inner, notification.channel(), notification.payload());
+                    if budget.take(notification.payload().len()) {
+                        on_notification(&inner, notification.channel(), notification.payload());
+                    } else {
+                        shed(&inner, notification.channel());
+                    }
                 }
                 Ok(None) => {
                     // sqlx re-established the connection and re-subscribed by itself.
@@ -105,75 +139,135 @@ pub(super) async fn listen(inner: Arc<Inner>) {
     }
 }
 
+/// A notification beyond the budget: not read. What a hint may have told, the sweep (at
+/// most a few times a second) finds; a revocation it may have carried empties the
+/// revocation cache, so requests read their players' rows until it refills; an
+/// acknowledgement only shortens a bounded wait.
+fn shed(inner: &Arc<Inner>, channel: &str) {
+    hints::shed();
+    match channel {
+        HINTS_CHANNEL => inner.sweep_now.notify_one(),
+        TOKENS_CHANNEL => inner.revocations.listening(true),
+        _ => {}
+    }
+}
+
 fn parse_position(payload: &str) -> Option<(Uuid, i64)> {
     let (id, seq) = payload.split_once(':')?;
     Some((id.parse().ok()?, seq.parse().ok()?))
 }
 
-/// A notification names one position, or several separated by commas (a batch commit
-/// announces all its matches at once).
+/// Most entries read from a revocation or acknowledgement payload.
+const TOKEN_ENTRIES_MAX: usize = 64;
+
 fn on_notification(inner: &Arc<Inner>, channel: &str, payload: &str) {
-    for position in payload.split(',') {
-        on_position(inner, channel, position);
+    match channel {
+        HINTS_CHANNEL => on_hints(inner, payload),
+        TOKENS_CHANNEL => on_tokens(inner, payload),
+        APPLIED_CHANNEL => on_applied(inner, payload),
+        _ => {}
     }
 }
 
-fn on_position(inner: &Arc<Inner>, channel: &str, payload: &str) {
-    if channel == store::streams::PRESENCE_CHANNEL {
-        match payload.parse::<Uuid>() {
-            Ok(player) => feed::presence_changed(inner, player),
-            Err(_) => tracing::warn!(channel, payload, "live: unreadable notification"),
-        }
+/// Another replica's hints: each marks what this replica follows, nothing else.
+fn on_hints(inner: &Arc<Inner>, payload: &str) {
+    let parsed = hints::parse(payload);
+    if parsed.malformed > 0 {
+        hints::malformed(HINTS_CHANNEL, parsed.malformed);
+    }
+    if parsed.sender == Some(inner.outbox.replica()) {
+        // Delivered here from memory when committed.
         return;
     }
-    if channel == TOKENS_CHANNEL {
-        // Only the player is taken from the payload; the instant is read from the row.
-        let player = payload
+    let watchers = inner.position_watchers.read().ok();
+    for hint in parsed.hints {
+        match hint {
+            Hint::Match(id, seq) => {
+                if let Some(watchers) = &watchers {
+                    for watcher in watchers.iter() {
+                        watcher(id, seq);
+                    }
+                }
+                inner.matches.hinted(id, seq);
+            }
+            Hint::Notice(player, seq) => {
+                inner.players.hinted(player, seq);
+            }
+            Hint::Presence(player) => inner.presence.hinted(player),
+        }
+    }
+}
+
+/// A revocation names a player (`player` or `player:instant`; the instant is never
+/// trusted): the player is marked to be read again if this replica has anything of theirs
+/// to correct, their cached validity or an open stream. Anyone else's next request reads
+/// their row anyway.
+fn on_tokens(inner: &Arc<Inner>, payload: &str) {
+    let mut malformed = 0;
+    for entry in payload.split(',').take(TOKEN_ENTRIES_MAX) {
+        let player = entry
             .split(':')
             .next()
             .and_then(|id| id.parse::<Uuid>().ok());
-        let Some(player) = player else {
-            tracing::warn!(channel, payload, "live: unreadable notification");
-            return;
-        };
-        let inner = inner.clone();
-        tokio::spawn(async move {
-            let valid_from = match inner.revocations.reread(player).await {
-                Ok(Some(valid_from)) => valid_from,
-                Ok(None) => return,
+        match player {
+            Some(player) => {
+                if inner.revocations.knows(player) || inner.slots.streams_of(player) > 0 {
+                    inner.tokens.mark(player);
+                }
+            }
+            None => malformed += 1,
+        }
+    }
+    if malformed > 0 {
+        hints::malformed(TOKENS_CHANNEL, malformed);
+    }
+}
+
+/// Acknowledgements only count towards a revocation this replica is waiting on.
+fn on_applied(inner: &Arc<Inner>, payload: &str) {
+    let mut malformed = 0;
+    for entry in payload.split(',').take(TOKEN_ENTRIES_MAX) {
+        match parse_position(entry) {
+            Some((player, valid_from)) => inner.revocations.acknowledged(player, valid_from),
+            None => malformed += 1,
+        }
+    }
+    if malformed > 0 {
+        hints::malformed(APPLIED_CHANNEL, malformed);
+    }
+}
+
+/// Re-reads the players whose tokens were announced, a coalesced batch at a time, and
+/// acknowledges what it applied in as few notifications as fit.
+pub(super) async fn read_tokens(inner: Arc<Inner>) {
+    loop {
+        let players = inner.tokens.take(TOKEN_READ_CHUNK).await;
+        let mut acks: Vec<String> = Vec::new();
+        for player in players {
+            match inner.revocations.reread(player).await {
+                Ok(Some(valid_from)) => acks.push(format!("{player}:{valid_from}")),
+                Ok(None) => {}
                 Err(error) => {
                     // Not trusted any more: the next request reads the row itself.
                     tracing::warn!(%error, "live: cannot re-read a player's tokens");
                     inner.revocations.forget(player);
-                    return;
                 }
-            };
-            let payload = format!("{player}:{valid_from}");
-            let acknowledged =
-                store::accounts::notify(&inner.pool, APPLIED_CHANNEL, &payload).await;
-            if let Err(error) = acknowledged {
-                tracing::warn!(%error, "live: cannot acknowledge a token revocation");
-            }
-        });
-        return;
-    }
-    let Some((id, seq)) = parse_position(payload) else {
-        tracing::warn!(channel, payload, "live: unreadable notification");
-        return;
-    };
-    if channel == APPLIED_CHANNEL {
-        inner.revocations.acknowledged(id, seq);
-    } else if channel == Matches::CHANNEL {
-        if let Ok(watchers) = inner.position_watchers.read() {
-            for watcher in watchers.iter() {
-                watcher(id, seq);
             }
         }
-        feed::announce(inner, &inner.matches, id, seq);
-    } else if channel == Players::CHANNEL {
-        feed::announce(inner, &inner.players, id, seq);
+        for payload in acks.chunks(TOKEN_ENTRIES_MAX).map(|chunk| chunk.join(",")) {
+            if let Err(error) =
+                store::accounts::notify(&inner.pool, APPLIED_CHANNEL, &payload).await
+            {
+                tracing::warn!(%error, "live: cannot acknowledge a token revocation");
+            }
+        }
+        // Revocations are rare: a flood of announcements is read at most once per pause.
+        tokio::time::sleep(super::feed::READ_IDLE_PAUSE).await;
     }
 }
+
+/// Players re-read per round of [`read_tokens`].
+const TOKEN_READ_CHUNK: usize = 256;
 
 #[cfg(test)]
 mod tests {

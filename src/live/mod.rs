@@ -1,31 +1,38 @@
-//! Live updates: one `LISTEN` connection per replica fans committed records out to
-//! streams. This module owns the [`Hub`] (one per replica), its settings and errors.
+//! Live updates: committed records fanned out to streams, at a cost per move that does not
+//! grow with the number of watchers or replicas. This module owns the [`Hub`] (one per
+//! replica), its settings and errors.
 //!
-//! Every commit announces `match_id:seq` on [`crate::app::EVENTS_CHANNEL`] and every
-//! player notice `player_id:seq` on [`crate::store::notices::CHANNEL`]. The hub is made of:
+//! - A commit made on this replica is delivered to this replica's streams from memory: the
+//!   write path tells the hub what it committed (its [`Herald`]), and the hub publishes the
+//!   new state and events on the match's channel, without reading them back.
+//! - The other replicas learn of it from a hint: the hub queues the position in its
+//!   `hints` outbox, which sends everything queued as one `NOTIFY` at most every few
+//!   milliseconds, outside every write transaction. A replica that hears a hint for a
+//!   match it follows marks it; one reader per kind reads every marked topic in one
+//!   coalesced read and publishes the batches.
 //!
-//! - `listener`: the one listening connection, for both channels and for token
-//!   revocations;
-//! - `registry`: the followed topics, each with a bounded broadcast channel, and the
-//!   stream slots (per replica, and per player across replicas with leases);
+//! The hub is made of:
+//!
+//! - `hints`: the outgoing hints and the parsing of incoming ones;
+//! - `listener`: the one listening connection, for hints and token revocations;
+//! - `registry`: the followed topics, each with a bounded broadcast channel, the marks of
+//!   topics to read, and the stream slots (per replica, and per player across replicas with
+//!   leases);
 //! - `feed`: the one stream mechanism, generic over a [`Topic`]: catch-up, then live
-//!   batches de-duplicated by sequence number; the fan-out read; the sweep;
+//!   batches de-duplicated by sequence number; the readers; the sweep;
 //! - `presence`: whether the players of followed matches are online, told to their
 //!   streams as it changes;
 //! - `topics`: the two kinds of topic, a match's events ([`Matches`]) and a player's
 //!   notices ([`Players`]).
 //!
-//! A notification for a topic nobody here follows costs a map lookup; for one that is
-//! followed, the hub reads the new records (and, for a match, its state) *once* (not once
-//! per subscriber) and publishes them on that topic's channel. Each subscriber makes the
-//! items for its own viewer (a match's events redacted for them).
+//! Each subscriber makes the items for its own viewer (a match's events redacted for them).
 //!
-//! Nothing is lost when notifications are: a stream starts with a catch-up read from the
-//! database (after `Last-Event-ID`) and then de-duplicates live records by sequence
-//! number; when the listening connection drops, the hub reconnects and re-reads every
-//! followed position; and a periodic sweep compares every followed position with the
-//! database, so even a notification lost some other way is delivered within one sweep
-//! interval.
+//! Nothing is lost when hints are: a stream starts with a catch-up read from the database
+//! (after `Last-Event-ID`) and then de-duplicates live records by sequence number; when the
+//! listening connection drops, the hub reconnects and re-reads every followed position; and
+//! a periodic sweep compares every followed position with the database, so even a hint lost
+//! some other way (a replica killed between its commit and its hint) is delivered within
+//! one sweep interval.
 //!
 //! The same connection listens for token revocations ([`crate::accounts::TOKENS_CHANNEL`]),
 //! keeps this replica's [`Revocations`] cache current and acknowledges each one applied
@@ -42,27 +49,27 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use sqlx::PgPool;
-use tokio::sync::{Notify, Semaphore, watch};
+use tokio::sync::{Notify, watch};
 use uuid::Uuid;
 
 use crate::accounts::Revocations;
+use crate::app::{Committed, Herald};
 use crate::store::StoreError;
 use feed::Topics;
-use registry::StreamSlots;
+use hints::{Hint, Outbox};
+use registry::{Marks, StreamSlots};
 
 mod feed;
+mod hints;
 mod listener;
 mod presence;
 mod registry;
 mod topics;
 
 pub use feed::{Batch, Feed, Topic};
+pub use hints::{HINT_INTERVAL, HINTS_APPLICATION_NAME, HINTS_CHANNEL};
 pub use listener::LISTENER_APPLICATION_NAME;
 pub use topics::{MatchContext, MatchItem, Matches, Players};
-
-/// Concurrent database reads the fan-out may run, so a burst of notifications cannot take
-/// the whole pool away from commands.
-const FETCH_CONCURRENCY: usize = 4;
 
 /// Limits and timings of a replica's hub.
 #[derive(Clone, Debug)]
@@ -127,23 +134,26 @@ struct Inner {
     slots: Arc<StreamSlots>,
     /// Token validity per player, kept current by revocation notifications.
     revocations: Revocations,
-    fetch_slots: Semaphore,
+    /// Players whose tokens were announced, to be read again.
+    tokens: Marks,
+    /// What this replica has yet to tell the others.
+    outbox: Arc<Outbox>,
     /// Wakes the sweep early: after (re)connecting the listener, or after a failed read.
     sweep_now: Notify,
     listening: AtomicBool,
     closed: watch::Sender<bool>,
     /// The presence of the players whose matches are followed here.
     presence: Arc<presence::PresenceWatch>,
-    /// Told of every match position announced by any replica.
+    /// Told of every match position hinted by another replica.
     position_watchers: std::sync::RwLock<Vec<PositionWatcher>>,
 }
 
-/// Called with `(match_id, last_seq)` for every committed change to a match, on any replica.
+/// Called with `(match_id, last_seq)` for every change to a match hinted by another replica.
 pub type PositionWatcher = Arc<dyn Fn(Uuid, i64) + Send + Sync>;
 
 impl Hub {
-    /// Has `watcher` told of every match position announced from now on (best effort: a
-    /// position announced while the listener is reconnecting is missed).
+    /// Has `watcher` told of every match position other replicas hint from now on (best
+    /// effort: a hint sent while the listener is reconnecting is missed).
     pub fn watch_positions(&self, watcher: PositionWatcher) {
         if let Ok(mut watchers) = self.inner.position_watchers.write() {
             watchers.push(watcher);
@@ -160,28 +170,58 @@ impl Hub {
     /// Like [`Hub::start`], with stream catch-up read from `reader` (a streaming standby)
     /// when given, falling back to `pool` for whatever the standby has not replayed yet.
     pub fn start_with_reader(pool: &PgPool, reader: Option<&PgPool>, settings: HubSettings) -> Hub {
+        let replica = Uuid::now_v7();
+        let outbox = Arc::new(Outbox::new(replica));
+        let presence = Arc::new(presence::PresenceWatch::new());
+        let changed: registry::PresenceChanged = {
+            let (outbox, presence) = (outbox.clone(), presence.clone());
+            Arc::new(move |player| {
+                outbox.push(Hint::Presence(player));
+                presence.hinted(player);
+            })
+        };
         let inner = Arc::new(Inner {
             pool: pool.clone(),
             reader: reader.cloned(),
             matches: Arc::new(Topics::new()),
             players: Arc::new(Topics::new()),
-            slots: Arc::new(StreamSlots::new(pool.clone(), &settings)),
+            slots: Arc::new(StreamSlots::new(pool.clone(), replica, &settings, changed)),
             settings,
             revocations: Revocations::new(pool.clone()),
-            fetch_slots: Semaphore::new(FETCH_CONCURRENCY),
+            tokens: Marks::default(),
+            outbox,
             sweep_now: Notify::new(),
             listening: AtomicBool::new(false),
             closed: watch::channel(false).0,
-            presence: Arc::new(presence::PresenceWatch::new()),
+            presence,
             position_watchers: std::sync::RwLock::new(Vec::new()),
         });
-        tokio::spawn(until_closed(
-            inner.clone(),
-            inner.slots.clone().renew_leases(),
-        ));
-        tokio::spawn(until_closed(inner.clone(), listener::listen(inner.clone())));
-        tokio::spawn(until_closed(inner.clone(), sweep_loop(inner.clone())));
+        let options = pool.connect_options().as_ref().clone();
+        let tasks: [std::pin::Pin<Box<dyn Future<Output = ()> + Send>>; 8] = [
+            Box::pin(inner.slots.clone().renew_leases()),
+            Box::pin(listener::listen(inner.clone())),
+            Box::pin(sweep_loop(inner.clone())),
+            Box::pin(feed::read_marked(inner.clone(), inner.matches.clone())),
+            Box::pin(feed::read_marked(inner.clone(), inner.players.clone())),
+            Box::pin(feed::read_presence(inner.clone())),
+            Box::pin(listener::read_tokens(inner.clone())),
+            Box::pin({
+                let outbox = inner.outbox.clone();
+                async move { outbox.send(options).await }
+            }),
+        ];
+        for task in tasks {
+            tokio::spawn(until_closed(inner.clone(), task));
+        }
         Hub { inner }
+    }
+
+    /// What the application tells of each commit made on this replica: its streams get it
+    /// from memory, and the other replicas a hint.
+    pub fn herald(&self) -> Arc<dyn Herald> {
+        Arc::new(HubHerald {
+            inner: self.inner.clone(),
+        })
     }
 
     pub fn settings(&self) -> &HubSettings {
@@ -255,6 +295,25 @@ impl Hub {
     }
 }
 
+/// The hub as the application's [`Herald`].
+struct HubHerald {
+    inner: Arc<Inner>,
+}
+
+impl Herald for HubHerald {
+    fn committed(&self, committed: Committed) {
+        let inner = &self.inner;
+        for change in committed.matches {
+            inner.outbox.push(Hint::Match(change.id, change.last_seq));
+            topics::offer_commit(&inner.matches, change);
+        }
+        for (player, seq) in committed.notices {
+            inner.outbox.push(Hint::Notice(player, seq));
+            inner.players.hinted(player, seq);
+        }
+    }
+}
+
 /// Runs `task` until the hub is closed or its pool is.
 async fn until_closed(inner: Arc<Inner>, task: impl Future<Output = ()>) {
     let mut closed = inner.closed.subscribe();
@@ -265,6 +324,10 @@ async fn until_closed(inner: Arc<Inner>, task: impl Future<Output = ()>) {
         () = pool_closed => {}
     }
 }
+
+/// The shortest time between two sweeps, however often one is asked for (a flood of
+/// notifications shed to the sweep asks all the time).
+const SWEEP_MIN_GAP: Duration = Duration::from_millis(250);
 
 async fn sweep_loop(inner: Arc<Inner>) {
     let mut ticks = tokio::time::interval(inner.settings.catch_up_interval);
@@ -277,6 +340,7 @@ async fn sweep_loop(inner: Arc<Inner>) {
         if let Err(error) = sweep(&inner).await {
             tracing::warn!(%error, "live: catch-up sweep failed");
         }
+        tokio::time::sleep(SWEEP_MIN_GAP).await;
     }
 }
 

@@ -1,14 +1,16 @@
 //! Who of the players followed on this replica is online, for the streams of their
 //! matches: one watch channel per followed player, set from their stream leases (shared by
-//! every replica) when a lease of theirs is taken or given back anywhere (announced on
-//! [`crate::store::streams::PRESENCE_CHANNEL`]) and by the periodic sweep, which also
-//! catches leases that ran out with a dead replica. A change costs one read of that
-//! player's leases, and only on replicas where someone follows a match of theirs.
+//! every replica) when a lease of theirs is taken or given back anywhere (a presence hint,
+//! see `hints`) and by the periodic sweep, which also catches leases that ran out with a
+//! dead replica. Hinted players are marked and read in coalesced batches, and only on
+//! replicas where someone follows a match of theirs.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::watch;
+
+use super::registry::Marks;
 use uuid::Uuid;
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -19,13 +21,29 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// The followed players' presence on this replica.
 pub(super) struct PresenceWatch {
     players: Mutex<HashMap<Uuid, watch::Sender<bool>>>,
+    /// Followed players whose streams changed somewhere, to be read.
+    marked: Marks,
 }
 
 impl PresenceWatch {
     pub(super) fn new() -> Self {
         Self {
             players: Mutex::new(HashMap::new()),
+            marked: Marks::default(),
         }
+    }
+
+    /// `player`'s streams changed somewhere: marks them to be read if anybody here follows
+    /// them (so the marks never outnumber the followed players).
+    pub(super) fn hinted(&self, player: Uuid) {
+        if self.follows(player) {
+            self.marked.mark(player);
+        }
+    }
+
+    /// Waits for marked players and takes up to `max` of them.
+    pub(super) async fn take_marked(&self, max: usize) -> Vec<Uuid> {
+        self.marked.take(max).await
     }
 
     /// Follows `player`, read `online` just now (a fresher reading than the kept one).
@@ -49,11 +67,12 @@ impl PresenceWatch {
         lock(&self.players).contains_key(&player)
     }
 
-    /// `player` was read `online`: tells their watchers if that is a change.
-    pub(super) fn set(&self, player: Uuid, online: bool) {
-        if let Some(sender) = lock(&self.players).get(&player) {
-            sender.send_if_modified(|kept| std::mem::replace(kept, online) != online);
-        }
+    /// `player` was read `online`: tells their watchers if that is a change (and returns
+    /// whether it was).
+    pub(super) fn set(&self, player: Uuid, online: bool) -> bool {
+        lock(&self.players).get(&player).is_some_and(|sender| {
+            sender.send_if_modified(|kept| std::mem::replace(kept, online) != online)
+        })
     }
 
     pub(super) fn followed(&self) -> Vec<Uuid> {

@@ -3,12 +3,12 @@
 //! the last subscriber, and stream slots (counted here per replica, and per player across
 //! replicas with leases in the database, renewed while the replica lives).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use sqlx::PgPool;
-use tokio::sync::broadcast;
+use tokio::sync::{Notify, broadcast};
 use uuid::Uuid;
 
 use super::{HubSettings, LiveError};
@@ -20,110 +20,203 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The followed topics of one kind, each with the channel its batches `B` go out on.
+/// The followed topics of one kind, each with the channel its batches `B` go out on, and
+/// the topics marked to be read (by a hint, the sweep or a stream that found it behind).
 pub(super) struct Registry<B> {
-    topics: Mutex<HashMap<Uuid, Followed<B>>>,
+    topics: Mutex<Topics<B>>,
+    /// Wakes the kind's reader when a topic is marked.
+    wake: Notify,
+}
+
+struct Topics<B> {
+    followed: HashMap<Uuid, Followed<B>>,
+    /// Marked topics in the order they were marked; each is in it at most once, so it never
+    /// holds more than the followed topics.
+    marked: VecDeque<Uuid>,
 }
 
 struct Followed<B> {
     tx: broadcast::Sender<Arc<B>>,
     /// Highest sequence number published; `None` until a subscriber has read where the
-    /// topic stands, so nothing is fetched from an unknown position.
+    /// topic stands, so nothing is read from an unknown position.
     delivered: Option<i64>,
-    /// Highest sequence number known to be committed (from NOTIFY or the sweep).
-    announced: i64,
-    /// A fetch task is running for this topic; at most one does, so batches stay in order.
-    fetching: bool,
+    /// The last batch published (or the head a subscriber read): what a batch made from a
+    /// local commit takes its context from.
+    last: Option<Arc<B>>,
+    /// Waiting in `marked` to be read.
+    marked: bool,
+    /// A commit was heard of before the position was known: read once it is.
+    heard_early: bool,
 }
 
-impl<B> Followed<B> {
-    /// Marks a fetch as started if one is due.
-    fn claim_fetch(&mut self) -> bool {
-        let due = self
-            .delivered
-            .is_some_and(|delivered| self.announced > delivered);
-        if due && !self.fetching {
-            self.fetching = true;
-            return true;
-        }
-        false
-    }
+/// What became of a batch offered from a local commit.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Offered {
+    /// Nobody here follows the topic.
+    NotFollowed,
+    /// Published to the topic's subscribers.
+    Published,
+    /// It could not be published as it is (it does not follow what was delivered, or lacks
+    /// its context): the topic is marked to be read instead.
+    Marked,
+    /// Already delivered.
+    Stale,
 }
 
 impl<B> Registry<B> {
     pub(super) fn new() -> Self {
         Self {
-            topics: Mutex::new(HashMap::new()),
+            topics: Mutex::new(Topics {
+                followed: HashMap::new(),
+                marked: VecDeque::new(),
+            }),
+            wake: Notify::new(),
         }
     }
 
     fn subscribe(&self, id: Uuid, capacity: usize) -> broadcast::Receiver<Arc<B>> {
         let mut topics = lock(&self.topics);
-        let topic = topics.entry(id).or_insert_with(|| Followed {
+        let topic = topics.followed.entry(id).or_insert_with(|| Followed {
             tx: broadcast::channel(capacity).0,
             delivered: None,
-            announced: 0,
-            fetching: false,
+            last: None,
+            marked: false,
+            heard_early: false,
         });
         topic.tx.subscribe()
     }
 
-    /// A subscriber read the topic's position `at` after subscribing. Returns whether a
-    /// fetch should start.
-    pub(super) fn seed(&self, id: Uuid, at: i64) -> bool {
-        let mut topics = lock(&self.topics);
-        let Some(topic) = topics.get_mut(&id) else {
+    /// Marks `id` to be read (if followed and not marked yet) and wakes the reader.
+    fn mark(&self, topics: &mut Topics<B>, id: Uuid) -> bool {
+        let Some(topic) = topics.followed.get_mut(&id) else {
             return false;
         };
+        if topic.delivered.is_none() || topic.marked {
+            return topic.marked;
+        }
+        topic.marked = true;
+        topics.marked.push_back(id);
+        self.wake.notify_one();
+        true
+    }
+
+    /// A subscriber read the topic's head `head`, at position `at`, after subscribing.
+    pub(super) fn seed(&self, id: Uuid, at: i64, head: Arc<B>) {
+        let mut topics = lock(&self.topics);
+        let Some(topic) = topics.followed.get_mut(&id) else {
+            return;
+        };
+        if topic.last.is_none() {
+            topic.last = Some(head);
+        }
         if topic.delivered.is_none() {
             topic.delivered = Some(at);
+            if std::mem::take(&mut topic.heard_early) {
+                // It may have committed after the head was read.
+                self.mark(&mut topics, id);
+            }
         }
-        topic.claim_fetch()
     }
 
-    /// `seq` is committed. Returns whether a fetch should start.
-    pub(super) fn announce(&self, id: Uuid, seq: i64) -> bool {
+    /// A hint (or the sweep) says `seq` is committed: marks the topic to be read if that is
+    /// beyond what was delivered. Costs a map lookup for a topic nobody here follows.
+    pub(super) fn hinted(&self, id: Uuid, seq: i64) -> bool {
         let mut topics = lock(&self.topics);
-        let Some(topic) = topics.get_mut(&id) else {
+        let Some(topic) = topics.followed.get_mut(&id) else {
             return false;
         };
-        topic.announced = topic.announced.max(seq);
-        topic.claim_fetch()
+        match topic.delivered {
+            None => {
+                topic.heard_early = true;
+                false
+            }
+            Some(delivered) => seq > delivered && self.mark(&mut topics, id),
+        }
     }
 
-    /// Where the running fetch should read from; `None` once nobody follows the topic.
-    pub(super) fn position(&self, id: Uuid) -> Option<i64> {
-        lock(&self.topics)
-            .get(&id)
-            .and_then(|topic| topic.delivered)
-    }
-
-    /// Publishes a batch that ends at `delivered`, having seen the topic at `seen`.
-    pub(super) fn publish(&self, id: Uuid, batch: B, delivered: i64, seen: i64) {
+    /// Offers the batch of a commit made here, from `after` to `end`: published when it
+    /// follows what was delivered and `make` can build it from the last batch.
+    pub(super) fn offer(
+        &self,
+        id: Uuid,
+        after: i64,
+        end: i64,
+        make: impl FnOnce(Option<&B>) -> Option<B>,
+    ) -> Offered {
         let mut topics = lock(&self.topics);
-        if let Some(topic) = topics.get_mut(&id) {
-            topic.announced = topic.announced.max(seen);
-            // Monotonic even if a fetch of a since re-created topic finishes late.
-            topic.delivered = Some(topic.delivered.map_or(delivered, |d| d.max(delivered)));
+        let Some(topic) = topics.followed.get_mut(&id) else {
+            return Offered::NotFollowed;
+        };
+        let Some(delivered) = topic.delivered else {
+            // Its first subscriber is reading the head, which may or may not include this
+            // commit: the topic is read once the head is known.
+            topic.heard_early = true;
+            return Offered::Marked;
+        };
+        if end <= delivered {
+            return Offered::Stale;
+        }
+        if delivered == after
+            && let Some(batch) = make(topic.last.as_deref())
+        {
+            let batch = Arc::new(batch);
+            topic.delivered = Some(end);
+            topic.last = Some(batch.clone());
             // An error only means every receiver is gone; the topic is released with them.
-            let _ = topic.tx.send(Arc::new(batch));
+            let _ = topic.tx.send(batch);
+            return Offered::Published;
         }
+        self.mark(&mut topics, id);
+        Offered::Marked
     }
 
-    /// Ends a fetch round. Returns whether the fetch should go on reading.
-    pub(super) fn fetch_done(&self, id: Uuid, progressed: bool) -> bool {
+    /// Takes up to `max` marked topics with the position to read each from.
+    pub(super) fn take_marked(&self, max: usize) -> Vec<(Uuid, i64)> {
         let mut topics = lock(&self.topics);
-        let Some(topic) = topics.get_mut(&id) else {
-            return false;
-        };
-        let behind = topic
-            .delivered
-            .is_some_and(|delivered| topic.announced > delivered);
-        if progressed && behind {
-            return true;
+        let mut taken = Vec::new();
+        while taken.len() < max {
+            let Some(id) = topics.marked.pop_front() else {
+                break;
+            };
+            if let Some(topic) = topics.followed.get_mut(&id) {
+                topic.marked = false;
+                if let Some(delivered) = topic.delivered {
+                    taken.push((id, delivered));
+                }
+            }
         }
-        topic.fetching = false;
-        false
+        taken
+    }
+
+    /// Whether topics are marked.
+    pub(super) fn any_marked(&self) -> bool {
+        !lock(&self.topics).marked.is_empty()
+    }
+
+    /// Waits until a topic may be marked (returns at once if one was since the last call).
+    pub(super) async fn marked(&self) {
+        self.wake.notified().await;
+    }
+
+    /// Publishes a batch read from the database holding the records up to `delivered`,
+    /// unless that much went out meanwhile. `end` is the topic's position when read: while
+    /// it is beyond `delivered` (a long backlog read a page at a time) the topic stays
+    /// marked for the rest.
+    pub(super) fn publish(&self, id: Uuid, batch: B, delivered: i64, end: i64) {
+        let mut topics = lock(&self.topics);
+        let Some(topic) = topics.followed.get_mut(&id) else {
+            return;
+        };
+        if topic.delivered.is_some_and(|d| d >= delivered) {
+            return;
+        }
+        let batch = Arc::new(batch);
+        topic.delivered = Some(delivered);
+        topic.last = Some(batch.clone());
+        let _ = topic.tx.send(batch);
+        if end > delivered {
+            self.mark(&mut topics, id);
+        }
     }
 
     /// Forgets the topic once its last subscriber is gone. Called by that subscriber
@@ -131,24 +224,61 @@ impl<B> Registry<B> {
     fn release(&self, id: Uuid) {
         let mut topics = lock(&self.topics);
         if topics
+            .followed
             .get(&id)
             .is_some_and(|topic| topic.tx.receiver_count() <= 1)
         {
-            topics.remove(&id);
+            topics.followed.remove(&id);
+            // A marked id stays in the queue; taking it finds the topic gone.
         }
     }
 
     pub(super) fn followed(&self) -> Vec<Uuid> {
-        lock(&self.topics).keys().copied().collect()
+        lock(&self.topics).followed.keys().copied().collect()
     }
 
     pub(super) fn len(&self) -> usize {
-        lock(&self.topics).len()
+        lock(&self.topics).followed.len()
     }
 
     /// Drops every sender, which ends every stream.
     pub(super) fn close(&self) {
-        lock(&self.topics).clear();
+        let mut topics = lock(&self.topics);
+        topics.followed.clear();
+        topics.marked.clear();
+    }
+}
+
+/// Ids marked to be read again (players whose presence or tokens changed), each at most
+/// once however often it is marked; a reader takes them in batches.
+#[derive(Default)]
+pub(super) struct Marks {
+    marked: Mutex<std::collections::HashSet<Uuid>>,
+    wake: Notify,
+}
+
+impl Marks {
+    pub(super) fn mark(&self, id: Uuid) {
+        if lock(&self.marked).insert(id) {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Waits for marked ids and takes up to `max` of them.
+    pub(super) async fn take(&self, max: usize) -> Vec<Uuid> {
+        loop {
+            {
+                let mut marked = lock(&self.marked);
+                if !marked.is_empty() {
+                    let taken: Vec<Uuid> = marked.iter().take(max).copied().collect();
+                    for id in &taken {
+                        marked.remove(id);
+                    }
+                    return taken;
+                }
+            }
+            self.wake.notified().await;
+        }
     }
 }
 
@@ -200,6 +330,8 @@ pub(super) struct StreamSlots {
     pool: PgPool,
     /// This replica's id on its stream leases.
     replica: Uuid,
+    /// Told of a player whose leases changed here (taken or given back).
+    changed: PresenceChanged,
     streams_per_player: usize,
     streams_per_replica: usize,
     lease_lifetime: Duration,
@@ -212,11 +344,20 @@ struct OpenStreams {
     per_player: HashMap<Uuid, usize>,
 }
 
+/// What is told of a player whose leases changed.
+pub(super) type PresenceChanged = Arc<dyn Fn(Uuid) + Send + Sync>;
+
 impl StreamSlots {
-    pub(super) fn new(pool: PgPool, settings: &HubSettings) -> Self {
+    pub(super) fn new(
+        pool: PgPool,
+        replica: Uuid,
+        settings: &HubSettings,
+        changed: PresenceChanged,
+    ) -> Self {
         Self {
             pool,
-            replica: Uuid::now_v7(),
+            replica,
+            changed,
             streams_per_player: settings.streams_per_player,
             streams_per_replica: settings.streams_per_replica,
             lease_lifetime: settings.lease_lifetime,
@@ -227,6 +368,15 @@ impl StreamSlots {
     /// Open streams on this replica.
     pub(super) fn open(&self) -> usize {
         lock(&self.open).total
+    }
+
+    /// `player`'s open streams on this replica.
+    pub(super) fn streams_of(&self, player: Uuid) -> usize {
+        lock(&self.open)
+            .per_player
+            .get(&player)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Admits a stream on this replica, then against the player's cap over every replica.
@@ -247,6 +397,7 @@ impl StreamSlots {
             return Err(LiveError::TooManyForPlayer(self.streams_per_player));
         }
         permit.lease = Some(lease);
+        (self.changed)(player);
         Ok(permit)
     }
 
@@ -297,11 +448,13 @@ impl Drop for StreamPermit {
         if let Some(lease) = self.lease.take()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
-            let pool = self.slots.pool.clone();
+            let slots = self.slots.clone();
+            let player = self.player;
             runtime.spawn(async move {
-                if let Err(error) = store::streams::release(&pool, lease).await {
+                match store::streams::release(&slots.pool, lease).await {
+                    Ok(()) => (slots.changed)(player),
                     // It runs out by itself within the lease lifetime.
-                    tracing::debug!(%error, "releasing a stream lease failed");
+                    Err(error) => tracing::debug!(%error, "releasing a stream lease failed"),
                 }
             });
         }
@@ -322,32 +475,58 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_fetch_starts_only_once_the_position_is_known_and_behind() {
-        let registry: Registry<()> = Registry::new();
+    fn a_topic_is_read_only_once_its_position_is_known_and_behind() {
+        let registry: Registry<u32> = Registry::new();
         let id = Uuid::now_v7();
         let _rx = registry.subscribe(id, 4);
         assert!(
-            !registry.announce(id, 3),
-            "position unknown: nothing to fetch from"
+            !registry.hinted(id, 3),
+            "position unknown: nothing to read from"
         );
-        assert!(registry.seed(id, 1), "behind the announcement: fetch");
-        assert!(!registry.announce(id, 5), "one fetch at a time");
-        registry.publish(id, (), 3, 3);
-        assert!(
-            registry.fetch_done(id, true),
-            "5 announced, 3 delivered: go on"
-        );
-        registry.publish(id, (), 5, 5);
-        assert!(!registry.fetch_done(id, true));
-        assert!(
-            registry.announce(id, 6),
-            "idle again: a new fetch may start"
-        );
-        registry.publish(id, (), 4, 4);
+        registry.seed(id, 1, Arc::new(0));
+        assert!(!registry.hinted(id, 1), "nothing beyond what was delivered");
+        assert!(registry.hinted(id, 3), "behind the hint: marked");
+        assert!(registry.hinted(id, 4), "marked once");
+        assert_eq!(registry.take_marked(10), vec![(id, 1)]);
+        assert!(registry.take_marked(10).is_empty());
+        registry.publish(id, 3, 3, 5);
         assert_eq!(
-            registry.position(id),
-            Some(5),
+            registry.take_marked(10),
+            vec![(id, 3)],
+            "read on to the end"
+        );
+        registry.publish(id, 5, 5, 5);
+        registry.publish(id, 4, 4, 4);
+        assert!(
+            !registry.hinted(id, 5),
             "a late, older batch never moves back"
+        );
+        assert!(
+            !registry.hinted(Uuid::now_v7(), 9),
+            "a topic nobody follows costs a lookup"
+        );
+    }
+
+    #[test]
+    fn a_local_commit_is_published_only_where_it_follows_what_was_delivered() {
+        let registry: Registry<u32> = Registry::new();
+        let id = Uuid::now_v7();
+        let mut rx = registry.subscribe(id, 4);
+        registry.seed(id, 2, Arc::new(20));
+        let made = |last: Option<&u32>| last.map(|last| last + 1);
+        assert_eq!(registry.offer(id, 2, 3, made), Offered::Published);
+        assert_eq!(*rx.try_recv().unwrap(), 21, "made from the last batch");
+        assert_eq!(registry.offer(id, 2, 3, made), Offered::Stale);
+        assert_eq!(
+            registry.offer(id, 4, 5, made),
+            Offered::Marked,
+            "a gap is read, never published"
+        );
+        assert_eq!(registry.take_marked(10), vec![(id, 3)]);
+        assert_eq!(registry.offer(id, 3, 4, |_| None), Offered::Marked);
+        assert_eq!(
+            registry.offer(Uuid::now_v7(), 0, 1, made),
+            Offered::NotFollowed
         );
     }
 

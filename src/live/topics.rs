@@ -2,16 +2,16 @@
 //! ([`Matches`], redacted for each viewer with the match's state, ending when the match
 //! is over) and a player's own notices ([`Players`], never ending).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use sqlx::PgPool;
 use uuid::Uuid;
 
 use chrono::{DateTime, Utc};
 
-use super::feed::{Batch, Topic};
+use super::feed::{Batch, Topic, Topics};
 use crate::app::{
-    EVENTS_CHANNEL, EVENTS_PAGE, EventResource, MatchResource, MatchState, Presence,
+    CommittedMatch, EVENTS_PAGE, EventResource, MatchResource, MatchState, Presence,
     PresenceChange, PresenceKind, viewer_of,
 };
 use crate::engine::{Match, Viewer};
@@ -47,7 +47,6 @@ impl Topic for Matches {
     type Viewer = Viewer;
     type Item = MatchItem;
 
-    const CHANNEL: &'static str = EVENTS_CHANNEL;
     const NAME: &'static str = "match";
 
     async fn read_head(pool: &PgPool, id: Uuid) -> Result<Option<Batch<Self>>, StoreError> {
@@ -74,24 +73,51 @@ impl Topic for Matches {
         store::events::list(pool, id, after, EVENTS_PAGE).await
     }
 
-    async fn read_batch(
+    async fn read_batches(
         pool: &PgPool,
-        id: Uuid,
-        after: i64,
-    ) -> Result<Option<Batch<Self>>, StoreError> {
-        // The row first: events read after it may run ahead of it, and are cut at its
-        // `last_seq`, so the state each subscriber redacts with is never older than the
-        // events it redacts.
-        let Some(mut batch) = Self::read_head(pool, id).await? else {
-            return Ok(None);
-        };
-        if batch.end <= after {
-            return Ok(None);
+        topics: &[(Uuid, i64)],
+    ) -> Result<Vec<(Uuid, Batch<Self>)>, StoreError> {
+        // The rows first: events read after them may run ahead of them, and are cut at each
+        // row's `last_seq`, so the state each subscriber redacts with is never older than
+        // the events it redacts.
+        let ids: Vec<Uuid> = topics.iter().map(|(id, _)| *id).collect();
+        let delivered: HashMap<Uuid, i64> = topics.iter().copied().collect();
+        let mut batches: HashMap<Uuid, Batch<Self>> = HashMap::new();
+        let mut ranges = Vec::new();
+        for store::listing::NamedRow { row, names } in store::listing::get_many(pool, &ids).await? {
+            let Some(&after) = delivered.get(&row.id) else {
+                continue;
+            };
+            if row.last_seq <= after {
+                continue;
+            }
+            ranges.push((
+                row.id,
+                after,
+                row.last_seq.min(after.saturating_add(EVENTS_PAGE)),
+            ));
+            batches.insert(
+                row.id,
+                Batch {
+                    context: MatchContext {
+                        state: row.state,
+                        names,
+                        created_at: row.created_at,
+                    },
+                    end: row.last_seq,
+                    records: Vec::new(),
+                },
+            );
         }
-        let mut events = Self::read_records(pool, id, after).await?;
-        events.retain(|event| event.seq <= batch.end);
-        batch.records = events;
-        Ok(Some(batch))
+        if ranges.is_empty() {
+            return Ok(Vec::new());
+        }
+        for (id, event) in store::events::list_ranges(pool, &ranges).await? {
+            if let Some(batch) = batches.get_mut(&id) {
+                batch.records.push(event);
+            }
+        }
+        Ok(batches.into_iter().collect())
     }
 
     async fn read_positions(pool: &PgPool, ids: &[Uuid]) -> Result<Vec<(Uuid, i64)>, StoreError> {
@@ -168,7 +194,6 @@ impl Topic for Players {
     type Viewer = ();
     type Item = Notice;
 
-    const CHANNEL: &'static str = notices::CHANNEL;
     const NAME: &'static str = "player";
 
     /// Every player has a feed, if only an empty one (position 0).
@@ -192,18 +217,23 @@ impl Topic for Players {
         notices::list(pool, player, after, EVENTS_PAGE).await
     }
 
-    /// Notices need no context, so the page alone is the batch, ending at its last notice.
-    async fn read_batch(
+    /// Notices need no context, so each player's page alone is the batch, ending at its
+    /// last notice.
+    async fn read_batches(
         pool: &PgPool,
-        player: Uuid,
-        after: i64,
-    ) -> Result<Option<Batch<Self>>, StoreError> {
-        let notices = Self::read_records(pool, player, after).await?;
-        Ok(notices.last().map(|last| last.seq).map(|end| Batch {
-            context: (),
-            end,
-            records: notices,
-        }))
+        feeds: &[(Uuid, i64)],
+    ) -> Result<Vec<(Uuid, Batch<Self>)>, StoreError> {
+        let mut batches: HashMap<Uuid, Batch<Self>> = HashMap::new();
+        for (player, notice) in notices::list_many(pool, feeds, EVENTS_PAGE).await? {
+            let batch = batches.entry(player).or_insert_with(|| Batch {
+                context: (),
+                end: 0,
+                records: Vec::new(),
+            });
+            batch.end = notice.seq;
+            batch.records.push(notice);
+        }
+        Ok(batches.into_iter().collect())
     }
 
     async fn read_positions(
@@ -236,4 +266,43 @@ impl Topic for Players {
     fn finished((): &()) -> bool {
         false
     }
+}
+
+/// Publishes a match change committed on this replica to its subscribers here, from memory:
+/// the state and events the write path committed, shown with the names of the match's last
+/// batch. When it does not follow what was delivered, or names a player the last batch did
+/// not (a player joined), the match is read instead.
+pub(super) fn offer_commit(topics: &Topics<Matches>, change: CommittedMatch) {
+    let CommittedMatch {
+        id,
+        after,
+        last_seq,
+        at,
+        created_at,
+        state,
+        events,
+    } = change;
+    topics.offer(id, after, last_seq, move |last| {
+        let names = &last?.context.names;
+        let named = state
+            .players()
+            .into_iter()
+            .chain(state.invited)
+            .all(|player| names.contains_key(&player));
+        if !named {
+            return None;
+        }
+        Some(Batch {
+            context: MatchContext {
+                state,
+                names: names.clone(),
+                created_at,
+            },
+            end: last_seq,
+            records: (after + 1..)
+                .zip(events)
+                .map(|(seq, event)| StoredEvent { seq, at, event })
+                .collect(),
+        })
+    });
 }

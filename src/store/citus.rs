@@ -135,15 +135,11 @@ pub(super) async fn write(
         }
     }
     super::idempotency::record(&mut *conn, batch.answers, batch.releases).await?;
-    Ok(sqlx::query_as::<_, Written>(
-        "SELECT clock_timestamp() AS now,
-                (SELECT count(pg_notify($1, payload)) FROM UNNEST($2::text[]) AS payload)
-                    AS notified",
+    Ok(
+        sqlx::query_as::<_, Written>("SELECT clock_timestamp() AS now")
+            .fetch_one(&mut *conn)
+            .await?,
     )
-    .bind(batch.channel)
-    .bind(batch.announcements)
-    .fetch_one(&mut *conn)
-    .await?)
 }
 
 /// [`super::matches::claim_due`] on Citus: the due matches, earliest first, found by a read

@@ -103,6 +103,10 @@ struct EventRow {
     payload: Json<Event>,
 }
 
+/// A page of one match's events.
+pub const LIST: &str = "SELECT seq, at, payload FROM match_events
+         WHERE match_id = $1 AND seq > $2 ORDER BY seq LIMIT $3";
+
 /// Events of a match after `after`, in order, at most `limit`.
 pub async fn list(
     db: impl PgExecutor<'_>,
@@ -110,16 +114,13 @@ pub async fn list(
     after: i64,
     limit: i64,
 ) -> Result<Vec<StoredEvent>, StoreError> {
-    let rows: Vec<EventRow> = sqlx::query_as(
-        "SELECT seq, at, payload FROM match_events
-         WHERE match_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
-    )
-    .bind(match_id)
-    .bind(after)
-    .bind(limit)
-    .fetch_all(db)
-    .await
-    .map_err(super::unreadable_as_corrupt)?;
+    let rows: Vec<EventRow> = sqlx::query_as(LIST)
+        .bind(match_id)
+        .bind(after)
+        .bind(limit)
+        .fetch_all(db)
+        .await
+        .map_err(super::unreadable_as_corrupt)?;
     Ok(rows
         .into_iter()
         .map(|row| StoredEvent {
@@ -128,6 +129,52 @@ pub async fn list(
             event: row.payload.0,
         })
         .collect())
+}
+
+/// The events of several matches, each from and to a position.
+pub const LIST_RANGES: &str = "SELECT e.match_id, e.seq, e.at, e.payload
+         FROM UNNEST($1::uuid[], $2::bigint[], $3::bigint[]) AS f(id, after, upto)
+         JOIN match_events e ON e.match_id = f.id AND e.seq > f.after AND e.seq <= f.upto
+         WHERE e.match_id = ANY($1)
+         ORDER BY e.match_id, e.seq";
+
+/// The events of several matches in one read: for each `(match, after, upto)`, its events
+/// with `after < seq <= upto`, in order, each with its match.
+pub async fn list_ranges(
+    db: impl PgExecutor<'_>,
+    ranges: &[(Uuid, i64, i64)],
+) -> Result<Vec<(Uuid, StoredEvent)>, StoreError> {
+    let ids: Vec<Uuid> = ranges.iter().map(|range| range.0).collect();
+    let afters: Vec<i64> = ranges.iter().map(|range| range.1).collect();
+    let uptos: Vec<i64> = ranges.iter().map(|range| range.2).collect();
+    let rows: Vec<RangeRow> = sqlx::query_as(LIST_RANGES)
+        .bind(&ids)
+        .bind(&afters)
+        .bind(&uptos)
+        .fetch_all(db)
+        .await
+        .map_err(super::unreadable_as_corrupt)?;
+    Ok(rows
+        .into_iter()
+        .map(|row| {
+            (
+                row.match_id,
+                StoredEvent {
+                    seq: row.seq,
+                    at: row.at,
+                    event: row.payload.0,
+                },
+            )
+        })
+        .collect())
+}
+
+#[derive(sqlx::FromRow)]
+struct RangeRow {
+    match_id: Uuid,
+    seq: i64,
+    at: DateTime<Utc>,
+    payload: Json<Event>,
 }
 
 /// A stored event as read for [`logs`]: its match, and its payload as text, decoded per

@@ -81,17 +81,34 @@ impl TryFrom<ListedRecord> for ListedRow {
 }
 
 /// One match with its players' names.
-pub async fn get(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<NamedRow>, StoreError> {
-    let row = sqlx::query_as::<_, NamedRecord>(
-        "SELECT m.id, m.snapshot, m.last_seq, m.created_at,
+pub const GET: &str = "SELECT m.id, m.snapshot, m.last_seq, m.created_at,
                 (SELECT coalesce(jsonb_object_agg(p.id, p.name), '{}'::jsonb) FROM players p
                  WHERE p.id IN (m.creator, m.joiner, m.invited)) AS names
-         FROM matches m WHERE m.id = $1",
-    )
-    .bind(id)
-    .fetch_optional(db)
-    .await?;
+         FROM matches m WHERE m.id = $1";
+
+/// One match with its players' names.
+pub async fn get(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<NamedRow>, StoreError> {
+    let row = sqlx::query_as::<_, NamedRecord>(GET)
+        .bind(id)
+        .fetch_optional(db)
+        .await?;
     row.map(NamedRow::try_from).transpose()
+}
+
+/// Several matches with their players' names.
+pub const GET_MANY: &str = "SELECT m.id, m.snapshot, m.last_seq, m.created_at,
+                (SELECT coalesce(jsonb_object_agg(p.id, p.name), '{}'::jsonb) FROM players p
+                 WHERE p.id IN (m.creator, m.joiner, m.invited)) AS names
+         FROM matches m WHERE m.id = ANY($1)";
+
+/// Several matches with their players' names, in no particular order (absent: no such
+/// match).
+pub async fn get_many(db: impl PgExecutor<'_>, ids: &[Uuid]) -> Result<Vec<NamedRow>, StoreError> {
+    let rows = sqlx::query_as::<_, NamedRecord>(GET_MANY)
+        .bind(ids)
+        .fetch_all(db)
+        .await?;
+    rows.into_iter().map(NamedRow::try_from).collect()
 }
 
 /// A page of `listing`, newest first, after `cursor`, at most `limit` rows.

@@ -210,6 +210,10 @@ pub struct Locked {
     pub row: Result<MatchRow, StoreError>,
 }
 
+/// Locks the rows of a batch's matches, in id order.
+pub const LOCK_MANY: &str = "SELECT id, snapshot, last_seq, created_at, clock_timestamp() AS now
+         FROM matches WHERE id = ANY($1) ORDER BY id FOR UPDATE";
+
 /// Loads and locks the rows of `ids` in id order, so two transactions locking overlapping
 /// sets never deadlock; with the database's time. Ids without a row are left out.
 pub async fn lock_many(
@@ -220,13 +224,10 @@ pub async fn lock_many(
     if kind.distributed() {
         return super::citus::lock_many(conn, ids).await;
     }
-    let rows = sqlx::query_as::<_, LockedRecord>(
-        "SELECT id, snapshot, last_seq, created_at, clock_timestamp() AS now
-         FROM matches WHERE id = ANY($1) ORDER BY id FOR UPDATE",
-    )
-    .bind(ids)
-    .fetch_all(&mut *conn)
-    .await?;
+    let rows = sqlx::query_as::<_, LockedRecord>(LOCK_MANY)
+        .bind(ids)
+        .fetch_all(&mut *conn)
+        .await?;
     let now = rows.last().map(|locked| locked.now);
     let locked = rows
         .into_iter()
@@ -289,14 +290,12 @@ pub struct Append<'a> {
 
 /// Everything one write of the write path stores, in one statement: the events appended to
 /// every changed match, the rows' new state, the answers recorded under idempotency keys and
-/// the keys given back, and one notification listing every `match_id:last_seq`.
+/// the keys given back.
 pub struct Write<'a> {
     pub appends: &'a [Append<'a>],
     pub rows: &'a [RowWrite<'a>],
     pub answers: &'a [super::idempotency::Answer<'a>],
     pub releases: &'a [super::idempotency::KeyRef<'a>],
-    pub channel: &'a str,
-    pub announcements: &'a [String],
 }
 
 /// What a [`write`] did: the database's time during it.
@@ -304,6 +303,78 @@ pub struct Write<'a> {
 pub struct Written {
     pub now: DateTime<Utc>,
 }
+
+/// The one statement of [`write`] on plain PostgreSQL.
+pub const WRITE: &str = "WITH locked AS (
+             SELECT id FROM matches
+             WHERE id = ANY($7::uuid[] || $2::uuid[])
+             ORDER BY id FOR UPDATE
+         ), appended AS (
+             INSERT INTO match_events (match_id, seq, at, actor, kind, payload)
+             SELECT match_id, seq, $1, actor, kind, payload
+             FROM UNNEST($2::uuid[], $3::bigint[], $4::uuid[], $5::text[], $6::jsonb[])
+                  AS e(match_id, seq, actor, kind, payload)
+             WHERE (SELECT count(*) FROM locked) >= 0
+             ON CONFLICT (match_id, seq) DO NOTHING
+             RETURNING 1
+         ), updated AS (
+             UPDATE matches SET phase = u.phase, joiner = u.joiner, turn = u.turn,
+                    deadline = u.deadline,
+                    wake_at = CASE WHEN u.deadline IS NULL THEN NULL
+                                   WHEN matches.wake_at IS NULL OR u.deadline < matches.wake_at
+                                   THEN u.deadline
+                                   ELSE matches.wake_at END,
+                    winner = u.winner, reason = u.reason,
+                    last_seq = u.last_seq, snapshot = u.snapshot, updated_at = $1,
+                    ended_at = CASE WHEN u.phase IN ('finished', 'cancelled')
+                                    THEN coalesce(matches.ended_at, $1) END
+             FROM UNNEST($7::uuid[], $8::text[], $9::uuid[], $10::uuid[], $11::timestamptz[],
+                         $12::uuid[], $13::text[], $14::bigint[], $15::jsonb[], $21::bigint[],
+                         $22::timestamptz[])
+                  AS u(id, phase, joiner, turn, deadline, winner, reason, last_seq, snapshot,
+                       after, unexpired_until)
+             WHERE matches.id = u.id AND matches.last_seq = u.after
+               AND (SELECT count(*) FROM locked) >= 0
+               AND (u.unexpired_until IS NULL OR clock_timestamp() < u.unexpired_until)
+             RETURNING 1
+         ), answered AS (
+             UPDATE match_command_keys k SET response = a.response
+             FROM UNNEST($27::uuid[], $16::uuid[], $17::text[], $18::jsonb[])
+                  AS a(match_id, player_id, key, response)
+             WHERE k.match_id = a.match_id AND k.player_id = a.player_id AND k.key = a.key
+             RETURNING 1
+         ), released AS (
+             DELETE FROM match_command_keys k
+             USING UNNEST($28::uuid[], $19::uuid[], $20::text[]) AS r(match_id, player_id, key)
+             WHERE k.match_id = r.match_id AND k.player_id = r.player_id AND k.key = r.key
+             RETURNING 1
+         ), bots_due AS (
+             SELECT DISTINCT ON (u.id) u.id, p.id AS bot, u.phase <> 'battle' AS setup,
+                    u.deadline
+             FROM UNNEST($7::uuid[], $8::text[], $11::timestamptz[], $25::uuid[], $26::uuid[])
+                  AS u(id, phase, deadline, first, second)
+             JOIN players p ON p.id IN (u.first, u.second) AND p.bot_level IS NOT NULL
+             WHERE (SELECT count(*) FROM locked) >= 0
+             ORDER BY u.id, p.id
+         ), bots_queued AS (
+             INSERT INTO bot_turns (match_id, bot, setup, since, deadline)
+             SELECT id, bot, setup, $1, deadline FROM bots_due ORDER BY id
+             ON CONFLICT (match_id) DO UPDATE
+                 SET bot = excluded.bot, setup = excluded.setup, since = excluded.since,
+                     deadline = excluded.deadline
+             RETURNING 1
+         ), bots_done AS (
+             DELETE FROM bot_turns
+             WHERE match_id = ANY($7::uuid[])
+               AND match_id NOT IN (SELECT id FROM bots_due)
+               AND (SELECT count(*) FROM locked) >= 0
+             RETURNING 1
+         )
+         SELECT CASE WHEN (SELECT count(*) FROM appended) = $23
+                          AND (SELECT count(*) FROM updated) = $24
+                     THEN clock_timestamp() ELSE statki_rows_moved() END AS now,
+                (SELECT count(*) FROM answered) AS answered,
+                (SELECT count(*) FROM released) AS released";
 
 /// Stores a [`Write`] in one round trip and one statement, so it is atomic even outside a
 /// transaction. Each row is written only if it still ends at the sequence number its change
@@ -333,118 +404,43 @@ pub async fn write(
     let rows = RowColumns::of(batch.rows)?;
     let answers = super::idempotency::AnswerColumns::of(batch.answers);
     let releases = super::idempotency::KeyColumns::of(batch.releases);
-    sqlx::query_as::<_, Written>(
-        "WITH locked AS (
-             SELECT id FROM matches
-             WHERE id = ANY($7::uuid[]) OR id = ANY($2::uuid[])
-             ORDER BY id FOR UPDATE
-         ), appended AS (
-             INSERT INTO match_events (match_id, seq, at, actor, kind, payload)
-             SELECT match_id, seq, $1, actor, kind, payload
-             FROM UNNEST($2::uuid[], $3::bigint[], $4::uuid[], $5::text[], $6::jsonb[])
-                  AS e(match_id, seq, actor, kind, payload)
-             WHERE (SELECT count(*) FROM locked) >= 0
-             ON CONFLICT (match_id, seq) DO NOTHING
-             RETURNING 1
-         ), updated AS (
-             UPDATE matches SET phase = u.phase, joiner = u.joiner, turn = u.turn,
-                    deadline = u.deadline,
-                    wake_at = CASE WHEN u.deadline IS NULL THEN NULL
-                                   WHEN matches.wake_at IS NULL OR u.deadline < matches.wake_at
-                                   THEN u.deadline
-                                   ELSE matches.wake_at END,
-                    winner = u.winner, reason = u.reason,
-                    last_seq = u.last_seq, snapshot = u.snapshot, updated_at = $1,
-                    ended_at = CASE WHEN u.phase IN ('finished', 'cancelled')
-                                    THEN coalesce(matches.ended_at, $1) END
-             FROM UNNEST($7::uuid[], $8::text[], $9::uuid[], $10::uuid[], $11::timestamptz[],
-                         $12::uuid[], $13::text[], $14::bigint[], $15::jsonb[], $23::bigint[],
-                         $24::timestamptz[])
-                  AS u(id, phase, joiner, turn, deadline, winner, reason, last_seq, snapshot,
-                       after, unexpired_until)
-             WHERE matches.id = u.id AND matches.last_seq = u.after
-               AND (SELECT count(*) FROM locked) >= 0
-               AND (u.unexpired_until IS NULL OR clock_timestamp() < u.unexpired_until)
-             RETURNING 1
-         ), answered AS (
-             UPDATE match_command_keys k SET response = a.response
-             FROM UNNEST($29::uuid[], $16::uuid[], $17::text[], $18::jsonb[])
-                  AS a(match_id, player_id, key, response)
-             WHERE k.match_id = a.match_id AND k.player_id = a.player_id AND k.key = a.key
-             RETURNING 1
-         ), released AS (
-             DELETE FROM match_command_keys k
-             USING UNNEST($30::uuid[], $19::uuid[], $20::text[]) AS r(match_id, player_id, key)
-             WHERE k.match_id = r.match_id AND k.player_id = r.player_id AND k.key = r.key
-             RETURNING 1
-         ), bots_due AS (
-             SELECT DISTINCT ON (u.id) u.id, p.id AS bot, u.phase <> 'battle' AS setup,
-                    u.deadline
-             FROM UNNEST($7::uuid[], $8::text[], $11::timestamptz[], $27::uuid[], $28::uuid[])
-                  AS u(id, phase, deadline, first, second)
-             JOIN players p ON p.id IN (u.first, u.second) AND p.bot_level IS NOT NULL
-             WHERE (SELECT count(*) FROM locked) >= 0
-             ORDER BY u.id, p.id
-         ), bots_queued AS (
-             INSERT INTO bot_turns (match_id, bot, setup, since, deadline)
-             SELECT id, bot, setup, $1, deadline FROM bots_due ORDER BY id
-             ON CONFLICT (match_id) DO UPDATE
-                 SET bot = excluded.bot, setup = excluded.setup, since = excluded.since,
-                     deadline = excluded.deadline
-             RETURNING 1
-         ), bots_done AS (
-             DELETE FROM bot_turns
-             WHERE match_id = ANY($7::uuid[])
-               AND match_id NOT IN (SELECT id FROM bots_due)
-               AND (SELECT count(*) FROM locked) >= 0
-             RETURNING 1
-         )
-         SELECT CASE WHEN (SELECT count(*) FROM appended) = $25
-                          AND (SELECT count(*) FROM updated) = $26
-                     THEN clock_timestamp() ELSE statki_rows_moved() END AS now,
-                (SELECT count(*) FROM answered) AS answered,
-                (SELECT count(*) FROM released) AS released,
-                (SELECT count(pg_notify($21, payload)) FROM UNNEST($22::text[]) AS payload)
-                    AS notified",
-    )
-    .bind(at)
-    .bind(&event_matches)
-    .bind(&all.seqs)
-    .bind(&all.actors)
-    .bind(&all.kinds)
-    .bind(&all.payloads)
-    .bind(&rows.ids)
-    .bind(&rows.phases)
-    .bind(&rows.joiners)
-    .bind(&rows.turns)
-    .bind(&rows.deadlines)
-    .bind(&rows.winners)
-    .bind(&rows.reasons)
-    .bind(&rows.seqs)
-    .bind(&rows.snapshots)
-    .bind(&answers.players)
-    .bind(&answers.keys)
-    .bind(&answers.responses)
-    .bind(&releases.players)
-    .bind(&releases.keys)
-    .bind(batch.channel)
-    .bind(batch.announcements)
-    .bind(&rows.afters)
-    .bind(&rows.unexpired_until)
-    .bind(i64::try_from(total).unwrap_or(i64::MAX))
-    .bind(i64::try_from(batch.rows.len()).unwrap_or(i64::MAX))
-    .bind(&rows.first_to_act)
-    .bind(&rows.second_to_act)
-    .bind(&answers.matches)
-    .bind(&releases.matches)
-    .fetch_one(conn)
-    .await
-    .map_err(|error| match &error {
-        sqlx::Error::Database(db) if db.code().as_deref() == Some(SERIALIZATION_FAILURE) => {
-            StoreError::Moved
-        }
-        _ => classify(error),
-    })
+    sqlx::query_as::<_, Written>(WRITE)
+        .bind(at)
+        .bind(&event_matches)
+        .bind(&all.seqs)
+        .bind(&all.actors)
+        .bind(&all.kinds)
+        .bind(&all.payloads)
+        .bind(&rows.ids)
+        .bind(&rows.phases)
+        .bind(&rows.joiners)
+        .bind(&rows.turns)
+        .bind(&rows.deadlines)
+        .bind(&rows.winners)
+        .bind(&rows.reasons)
+        .bind(&rows.seqs)
+        .bind(&rows.snapshots)
+        .bind(&answers.players)
+        .bind(&answers.keys)
+        .bind(&answers.responses)
+        .bind(&releases.players)
+        .bind(&releases.keys)
+        .bind(&rows.afters)
+        .bind(&rows.unexpired_until)
+        .bind(i64::try_from(total).unwrap_or(i64::MAX))
+        .bind(i64::try_from(batch.rows.len()).unwrap_or(i64::MAX))
+        .bind(&rows.first_to_act)
+        .bind(&rows.second_to_act)
+        .bind(&answers.matches)
+        .bind(&releases.matches)
+        .fetch_one(conn)
+        .await
+        .map_err(|error| match &error {
+            sqlx::Error::Database(db) if db.code().as_deref() == Some(SERIALIZATION_FAILURE) => {
+                StoreError::Moved
+            }
+            _ => classify(error),
+        })
 }
 
 /// One row of a [`Write`] on Citus: its new state, only if it still ends at `after`; then
@@ -729,17 +725,15 @@ pub async fn with_deadline_after(
     .await?)
 }
 
+/// Where each of a list of matches stands.
+pub const POSITIONS: &str = "SELECT id, last_seq FROM matches WHERE id = ANY($1)";
+
 /// The latest sequence number of each of `ids` (one query for any number of matches).
 pub async fn positions(
     db: impl PgExecutor<'_>,
     ids: &[Uuid],
 ) -> Result<Vec<(Uuid, i64)>, StoreError> {
-    Ok(
-        sqlx::query_as("SELECT id, last_seq FROM matches WHERE id = ANY($1)")
-            .bind(ids)
-            .fetch_all(db)
-            .await?,
-    )
+    Ok(sqlx::query_as(POSITIONS).bind(ids).fetch_all(db).await?)
 }
 
 /// Whether `player` sits in a match being placed or fought.

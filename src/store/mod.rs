@@ -7,6 +7,7 @@ pub mod bots;
 pub mod bulk;
 pub mod citus;
 pub mod events;
+pub mod hints;
 pub mod idempotency;
 pub mod listing;
 pub mod matches;

@@ -7,9 +7,6 @@ use uuid::Uuid;
 
 use super::{StoreError, classify};
 
-/// The notification channel a pushed notice is announced on, as `player_id:seq`.
-pub const CHANNEL: &str = "statki_players";
-
 #[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
 pub struct Notice {
     pub seq: i64,
@@ -18,8 +15,8 @@ pub struct Notice {
     pub payload: Value,
 }
 
-/// Appends a notice to `player`'s feed inside the caller's transaction and announces it
-/// at commit. The number is taken from the player's row in `player_notice_heads`, whose
+/// Appends a notice to `player`'s feed inside the caller's transaction and returns its
+/// number (the caller announces it after the commit). The number is taken from the player's row in `player_notice_heads`, whose
 /// row lock serialises concurrent notices to one player (held to the commit). The
 /// players the payload names (`from`, `player`, `opponent`) get their names beside it, in
 /// `names`, by id.
@@ -51,11 +48,6 @@ pub async fn push(
     .fetch_one(&mut *conn)
     .await
     .map_err(classify)?;
-    sqlx::query("SELECT pg_notify($1, $2)")
-        .bind(CHANNEL)
-        .bind(format!("{player}:{seq}"))
-        .execute(&mut *conn)
-        .await?;
     Ok(seq)
 }
 
@@ -77,18 +69,55 @@ pub async fn list(
     .await?)
 }
 
+/// The notices of several players, each after a position.
+pub const LIST_MANY: &str = "SELECT n.player_id, n.seq, n.at, n.kind, n.payload
+         FROM UNNEST($1::uuid[], $2::bigint[]) AS f(id, after)
+         JOIN player_notices n
+           ON n.player_id = f.id AND n.seq > f.after AND n.seq <= f.after + $3
+         WHERE n.player_id = ANY($1)
+         ORDER BY n.player_id, n.seq";
+
+/// The notices of several players in one read: for each `(player, after)`, up to `limit`
+/// notices after `after`, in order, each with its player.
+pub async fn list_many(
+    db: impl PgExecutor<'_>,
+    feeds: &[(Uuid, i64)],
+    limit: i64,
+) -> Result<Vec<(Uuid, Notice)>, StoreError> {
+    let players: Vec<Uuid> = feeds.iter().map(|feed| feed.0).collect();
+    let afters: Vec<i64> = feeds.iter().map(|feed| feed.1).collect();
+    let rows: Vec<PlayerNotice> = sqlx::query_as(LIST_MANY)
+        .bind(&players)
+        .bind(&afters)
+        .bind(limit)
+        .fetch_all(db)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| (row.player_id, row.notice))
+        .collect())
+}
+
+#[derive(sqlx::FromRow)]
+struct PlayerNotice {
+    player_id: Uuid,
+    #[sqlx(flatten)]
+    notice: Notice,
+}
+
+/// The latest notice of each of a list of players.
+pub const POSITIONS: &str = "SELECT player_id, max(seq) AS seq FROM player_notices
+         WHERE player_id = ANY($1) GROUP BY player_id";
+
 /// The latest notice number of each of `players` that has any.
 pub async fn positions(
     db: impl PgExecutor<'_>,
     players: &[Uuid],
 ) -> Result<Vec<(Uuid, i64)>, StoreError> {
-    Ok(sqlx::query_as(
-        "SELECT player_id, max(seq) AS seq FROM player_notices
-         WHERE player_id = ANY($1) GROUP BY player_id",
-    )
-    .bind(players)
-    .fetch_all(db)
-    .await?)
+    Ok(sqlx::query_as(POSITIONS)
+        .bind(players)
+        .fetch_all(db)
+        .await?)
 }
 
 /// One batch of the notice purge (see [`purge`]): notices older than `$1`, oldest first,

@@ -3,8 +3,8 @@
 //! lifetime (its replica died) no longer counts and is deleted by any replica.
 //!
 //! The same leases say who is online: a player holding a live lease has a stream open
-//! somewhere. Taking or giving back a lease announces the player on [`PRESENCE_CHANNEL`],
-//! so every replica can tell the streams of that player's matches.
+//! somewhere. The caller announces a player whose leases changed (see `live`), so every
+//! replica can tell the streams of that player's matches.
 
 use std::time::Duration;
 
@@ -12,10 +12,6 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::StoreError;
-
-/// The `NOTIFY` channel announcing a player whose streams opened or closed (payload: the
-/// player's id; a hint to read their leases again, never a value).
-pub const PRESENCE_CHANNEL: &str = "statki_presence";
 
 /// Takes a lease for `player` unless they already hold `cap` live ones. Returns whether
 /// it was taken. Concurrent openings by one player are serialised by an advisory lock.
@@ -52,33 +48,22 @@ pub async fn lease(
     .bind(replica)
     .execute(&mut *tx)
     .await?;
-    announce(&mut *tx, player).await?;
     tx.commit().await?;
     Ok(true)
 }
 
 /// Gives a lease back.
 pub async fn release(pool: &PgPool, id: Uuid) -> Result<(), StoreError> {
-    let player: Option<Uuid> =
-        sqlx::query_scalar("DELETE FROM stream_leases WHERE id = $1 RETURNING player_id")
-            .bind(id)
-            .fetch_optional(pool)
-            .await?;
-    if let Some(player) = player {
-        announce(pool, player).await?;
-    }
-    Ok(())
-}
-
-/// Tells every replica that `player`'s streams changed (delivered on commit).
-async fn announce(db: impl sqlx::PgExecutor<'_>, player: Uuid) -> Result<(), StoreError> {
-    sqlx::query("SELECT pg_notify($1, $2)")
-        .bind(PRESENCE_CHANNEL)
-        .bind(player.to_string())
-        .execute(db)
+    sqlx::query("DELETE FROM stream_leases WHERE id = $1")
+        .bind(id)
+        .execute(pool)
         .await?;
     Ok(())
 }
+
+/// Which of a list of players hold a live stream lease.
+pub const ONLINE_LEASES: &str = "SELECT DISTINCT player_id FROM stream_leases
+         WHERE player_id = ANY($1) AND renewed_at > clock_timestamp() - $2::interval";
 
 /// Which of `players` are online: those holding a live stream lease, and bots (always
 /// there to play). Two lookups by id, through the players' primary key and the leases'
@@ -91,14 +76,11 @@ pub async fn online(
     if players.is_empty() {
         return Ok(Vec::new());
     }
-    let ids: Vec<Uuid> = sqlx::query_scalar(
-        "SELECT DISTINCT player_id FROM stream_leases
-         WHERE player_id = ANY($1) AND renewed_at > clock_timestamp() - $2::interval",
-    )
-    .bind(players)
-    .bind(interval(lifetime))
-    .fetch_all(pool)
-    .await?;
+    let ids: Vec<Uuid> = sqlx::query_scalar(ONLINE_LEASES)
+        .bind(players)
+        .bind(interval(lifetime))
+        .fetch_all(pool)
+        .await?;
     let bots: Vec<Uuid> =
         sqlx::query_scalar("SELECT id FROM players WHERE id = ANY($1) AND bot_level IS NOT NULL")
             .bind(players)

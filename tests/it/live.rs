@@ -443,7 +443,10 @@ async fn killing_the_listener_loses_nothing(pool: PgPool) {
         catch_up_interval: Duration::from_secs(600),
         ..HubSettings::default()
     };
-    let app = spawn_app_full(pool.clone(), standard_settings(), live).await;
+    let app = spawn_app_full(pool.clone(), standard_settings(), live.clone()).await;
+    // The shots are made on another replica: this replica's own commits reach its streams
+    // from memory, the other's only by their hints (lost while this one is not listening).
+    let other = spawn_app_full(pool.clone(), standard_settings(), live).await;
     let (id, first, second) = app.battle_match("statki").await;
     let mut stream = open(
         &app,
@@ -454,7 +457,7 @@ async fn killing_the_listener_loses_nothing(pool: PgPool) {
     .await;
     let start = stream.until("battle_started").await.last().unwrap().seq();
 
-    // The listener is found by its name and by its query.
+    // The listeners (one per replica) are found by their name and by their query.
     let by_query: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM pg_stat_activity
          WHERE query ILIKE 'LISTEN%' AND datname = current_database()",
@@ -462,24 +465,24 @@ async fn killing_the_listener_loses_nothing(pool: PgPool) {
     .fetch_one(&pool)
     .await
     .unwrap();
-    assert_eq!(by_query, 1);
-    assert_eq!(kill_listeners(&pool).await, 1);
-    // Commits right after the kill, while the replica is not listening.
-    let last = exchange_misses(&app, &id, &first, &second, 4).await;
+    assert_eq!(by_query, 2);
+    assert_eq!(kill_listeners(&pool).await, 2);
+    // Commits right after the kill, while the replicas are not listening.
+    let last = exchange_misses(&other, &id, &first, &second, 4).await;
     let got = stream.take((last - start) as usize).await;
     assert_eq!(seqs(&got), ((start + 1)..=last).collect::<Vec<_>>());
 
     // Listening again, and live delivery works as before.
     let mut listening = false;
     for _ in 0..100 {
-        if app.live.is_listening() && kill_count(&pool).await == 1 {
+        if app.live.is_listening() && kill_count(&pool).await == 2 {
             listening = true;
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(listening, "the hub did not reconnect");
-    let answer = fire(&app, &id, &first, "H8").await;
+    let answer = fire(&other, &id, &first, "H8").await;
     let shot = stream.next().await.unwrap();
     assert_eq!(shot.seq(), answer["seq"].as_i64().unwrap());
     stream.expect_quiet(Duration::from_millis(300)).await;
@@ -493,18 +496,20 @@ async fn events_committed_while_not_listening_arrive_after_reconnecting(
     // Every connection the app will need is opened before the database is closed to new
     // ones, so only the listener is locked out, never a command.
     let pool = options
-        .min_connections(6)
-        .max_connections(6)
+        .min_connections(10)
+        .max_connections(10)
         .connect_with(connect)
         .await
         .unwrap();
-    let warm: Vec<_> = futures::future::join_all((0..6).map(|_| pool.acquire())).await;
+    let warm: Vec<_> = futures::future::join_all((0..10).map(|_| pool.acquire())).await;
     drop(warm);
     let live = HubSettings {
         catch_up_interval: Duration::from_secs(600),
         ..HubSettings::default()
     };
-    let app = spawn_app_full(pool.clone(), standard_settings(), live).await;
+    let app = spawn_app_full(pool.clone(), standard_settings(), live.clone()).await;
+    // The shots are made on another replica (see above).
+    let other = spawn_app_full(pool.clone(), standard_settings(), live).await;
     let (id, first, second) = app.battle_match("statki").await;
     let mut stream = open(
         &app,
@@ -515,10 +520,10 @@ async fn events_committed_while_not_listening_arrive_after_reconnecting(
     .await;
     let start = stream.until("battle_started").await.last().unwrap().seq();
 
-    // Keep the listener out for a while: every notification of these shots is lost.
+    // Keep the listeners out for a while: every hint of these shots is lost.
     allow_connections(&pool, false).await;
-    assert_eq!(kill_listeners(&pool).await, 1);
-    let last = exchange_misses(&app, &id, &first, &second, 3).await;
+    assert_eq!(kill_listeners(&pool).await, 2);
+    let last = exchange_misses(&other, &id, &first, &second, 3).await;
     assert!(
         !app.live.is_listening(),
         "the listener should still be locked out"
@@ -543,7 +548,7 @@ async fn events_committed_while_not_listening_arrive_after_reconnecting(
     assert_eq!(seqs(&got), ((start + 1)..=last).collect::<Vec<_>>());
     stream.expect_quiet(Duration::from_millis(300)).await;
     late.expect_quiet(Duration::from_millis(300)).await;
-    let answer = fire(&app, &id, &second, &shot_cell(3)).await;
+    let answer = fire(&other, &id, &second, &shot_cell(3)).await;
     assert_eq!(
         late.next().await.unwrap().seq(),
         answer["seq"].as_i64().unwrap()

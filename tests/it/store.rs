@@ -210,8 +210,6 @@ async fn conditional_write(
             rows: &rows,
             answers: &[],
             releases: &[],
-            channel: "statki_test",
-            announcements: &[],
         },
     )
     .await
