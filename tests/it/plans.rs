@@ -1,0 +1,243 @@
+//! Plans that do not depend on fresh statistics: on a database whose statistics were taken
+//! when it held a few hundred matches and never again (autovacuum off, as on a machine that
+//! runs without it), filled to 10,000 matches in play, every hot-path statement (commands,
+//! the view, the event page, stream catch-up and the fan-out's reads, the sweeps) is planned
+//! through its index, as a custom plan and as the generic plan a prepared statement keeps.
+
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::distributable::{normalise, statements};
+
+/// Matches in play.
+const MATCHES: i64 = 10_000;
+/// Matches when the statistics were taken.
+const ANALYSED_AT: i64 = 270;
+/// Events per match.
+const EVENTS: i64 = 12;
+
+/// A distinctive fragment of each hot statement (lower case, whitespace collapsed, as in
+/// `distributable`) and arguments for it: `$MATCH` and `$PLAYER` are a match and a player
+/// of the fill.
+const HOT: &[(&str, &str)] = &[
+    // A command batch: its lock, its write.
+    (
+        "from matches where id = any($1) order by id for update",
+        "ARRAY['$MATCH']::uuid[]",
+    ),
+    (
+        "with locked as (",
+        "now(), ARRAY['$MATCH']::uuid[], ARRAY[13]::bigint[], ARRAY['$PLAYER']::uuid[], \
+         ARRAY['shot_fired'], ARRAY['{}']::jsonb[], ARRAY['$MATCH']::uuid[], ARRAY['battle'], \
+         ARRAY['$PLAYER']::uuid[], ARRAY['$PLAYER']::uuid[], ARRAY[now()], \
+         ARRAY[NULL]::uuid[], ARRAY[NULL]::text[], ARRAY[13]::bigint[], ARRAY['{}']::jsonb[], \
+         '{}'::uuid[], '{}'::text[], '{}'::jsonb[], '{}'::uuid[], '{}'::text[], \
+         ARRAY[12]::bigint[], ARRAY[NULL]::timestamptz[], 1, 1, ARRAY['$PLAYER']::uuid[], \
+         ARRAY[NULL]::uuid[], '{}'::uuid[], '{}'::uuid[]",
+    ),
+    // The view, a stream's head, and who is online.
+    ("from matches m where m.id = $1", "'$MATCH'"),
+    (
+        "select distinct player_id from stream_leases",
+        "ARRAY['$PLAYER']::uuid[], interval '1 minute'",
+    ),
+    (
+        "select id from players where id = any($1) and bot_level is not null",
+        "ARRAY['$PLAYER']::uuid[]",
+    ),
+    // The event page and a stream's catch-up.
+    (
+        "select seq, at, payload from match_events where match_id = $1 and seq > $2",
+        "'$MATCH', 3, 500",
+    ),
+    (
+        "from player_notices where player_id = $1 and seq > $2",
+        "'$PLAYER', 0, 500",
+    ),
+    // The fan-out's coalesced reads.
+    (
+        "from matches m where m.id = any($1)",
+        "ARRAY['$MATCH']::uuid[]",
+    ),
+    (
+        "join match_events e on e.match_id = f.id",
+        "ARRAY['$MATCH']::uuid[], ARRAY[3]::bigint[], ARRAY[12]::bigint[]",
+    ),
+    (
+        "join player_notices n",
+        "ARRAY['$PLAYER']::uuid[], ARRAY[0]::bigint[], 500",
+    ),
+    // The sweeps: followed positions, due clocks.
+    (
+        "select id, last_seq from matches where id = any($1)",
+        "ARRAY['$MATCH']::uuid[]",
+    ),
+    (
+        "select player_id, max(seq) as seq from player_notices",
+        "ARRAY['$PLAYER']::uuid[]",
+    ),
+    ("from matches where wake_at <= $1", "now(), 32"),
+];
+
+/// Tables the fill makes large: a sequential scan of any of them is what must not happen.
+const LARGE: &[&str] = &[
+    "matches",
+    "match_events",
+    "player_notices",
+    "stream_leases",
+    "players",
+    "player_matches",
+];
+
+async fn fill(pool: &PgPool, from: i64, to: i64) {
+    let mut conn = pool.acquire().await.unwrap();
+    sqlx::raw_sql("SET session_replication_role = replica")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO players (id, name, name_key)
+         SELECT gen_random_uuid(), 'p' || g, 'p' || g FROM generate_series($1 * 2 + 1, $2 * 2) AS g",
+    )
+    .bind(from)
+    .bind(to)
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+    sqlx::query(
+        "WITH new AS (
+             SELECT id, row_number() OVER (ORDER BY id) AS n FROM players p
+             WHERE bot_level IS NULL
+               AND NOT EXISTS (SELECT FROM player_matches pm WHERE pm.player_id = p.id)
+         ), pairs AS (
+             SELECT a.id AS creator, b.id AS joiner FROM new a JOIN new b ON b.n = a.n + 1
+             WHERE a.n % 2 = 1
+         ), made AS (
+             INSERT INTO matches (id, ruleset, ranked, phase, creator, joiner, turn, deadline,
+                                  wake_at, last_seq, snapshot, created_at, updated_at)
+             SELECT gen_random_uuid(), 'statki', false, 'battle', creator, joiner, creator,
+                    now() + interval '1 hour', now() + interval '1 hour', $1, '{}'::jsonb,
+                    now(), now()
+             FROM pairs
+             RETURNING id, creator, joiner
+         ), rows AS (
+             INSERT INTO player_matches (player_id, match_id, role, ruleset, ranked, status,
+                                         created_at)
+             SELECT creator, id, 'creator', 'statki', false, 'playing', now() FROM made
+             UNION ALL SELECT joiner, id, 'joiner', 'statki', false, 'playing', now() FROM made
+         )
+         INSERT INTO match_events (match_id, seq, at, actor, kind, payload)
+         SELECT id, seq, now(), creator, 'shot_fired', '{}'::jsonb
+         FROM made, generate_series(1, $1) AS seq",
+    )
+    .bind(EVENTS)
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO player_notices (player_id, seq, kind, payload)
+         SELECT id, 1, 'challenge', '{}'::jsonb FROM players p
+         WHERE bot_level IS NULL
+           AND NOT EXISTS (SELECT FROM player_notices n WHERE n.player_id = p.id)",
+    )
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO stream_leases (id, player_id, replica_id, renewed_at)
+         SELECT gen_random_uuid(), id, gen_random_uuid(), now() FROM players p
+         WHERE bot_level IS NULL
+           AND NOT EXISTS (SELECT FROM stream_leases l WHERE l.player_id = p.id)",
+    )
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+    sqlx::raw_sql("RESET session_replication_role")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+}
+
+/// The plan of `sql` with `args`, as a custom plan and as a generic one.
+async fn plans(pool: &PgPool, sql: &str, args: &str) -> [String; 2] {
+    let mut conn = pool.acquire().await.unwrap();
+    let name = format!("hot_{}", Uuid::new_v4().simple());
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("PREPARE {name} AS {sql}")))
+        .execute(&mut *conn)
+        .await
+        .unwrap_or_else(|e| panic!("PREPARE {sql}: {e}"));
+    let mut plans = Vec::new();
+    for mode in ["force_custom_plan", "force_generic_plan"] {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("SET plan_cache_mode = {mode}")))
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "EXPLAIN EXECUTE {name}({args})"
+        )))
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap_or_else(|e| panic!("EXPLAIN {sql} with ({args}): {e}"));
+        plans.push(plan.join("\n"));
+    }
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "DEALLOCATE {name}; RESET plan_cache_mode"
+    )))
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+    [plans.remove(0), plans.remove(0)]
+}
+
+#[sqlx::test]
+async fn hot_statements_use_their_indexes_on_statistics_never_refreshed(pool: PgPool) {
+    for table in LARGE.iter().chain(&["bot_turns", "match_command_keys"]) {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "ALTER TABLE {table} SET (autovacuum_enabled = off)"
+        )))
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    fill(&pool, 0, ANALYSED_AT).await;
+    sqlx::raw_sql("ANALYZE").execute(&pool).await.unwrap();
+    fill(&pool, ANALYSED_AT, MATCHES).await;
+    let in_play: i64 = sqlx::query_scalar("SELECT count(*) FROM matches")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(in_play, MATCHES);
+    let (match_id, player): (Uuid, Uuid) =
+        sqlx::query_as("SELECT id, creator FROM matches ORDER BY id OFFSET 5000 LIMIT 1")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+
+    let all = statements();
+    let mut failures = Vec::new();
+    for (fragment, args) in HOT {
+        let found: Vec<_> = all
+            .iter()
+            .filter(|statement| normalise(&statement.sql).contains(fragment))
+            .collect();
+        assert!(
+            !found.is_empty(),
+            "no statement in src/store contains `{fragment}` any more: update HOT"
+        );
+        let args = args
+            .replace("$MATCH", &match_id.to_string())
+            .replace("$PLAYER", &player.to_string());
+        for statement in found {
+            for plan in plans(&pool, &statement.sql, &args).await {
+                let scanned: Vec<&&str> = LARGE
+                    .iter()
+                    .filter(|table| plan.contains(&format!("Seq Scan on {table} ")))
+                    .collect();
+                if !scanned.is_empty() {
+                    failures.push(format!("`{fragment}` scans {scanned:?}:\n{plan}"));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
