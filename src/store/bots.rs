@@ -114,7 +114,10 @@ pub const CLAIM_TURNS: &str = "WITH settled AS (
      SELECT m.id, m.snapshot, m.last_seq, m.created_at, d.bot, p.bot_level
      FROM due d
      JOIN matches m ON m.id = d.match_id
-     JOIN players p ON p.id = d.bot AND p.bot_level IS NOT NULL
+     -- A lookup by id for each due turn, whatever the statistics say of `players` (a join
+     -- planned on stale ones read every player at each poll).
+     CROSS JOIN LATERAL (SELECT bot_level FROM players
+                         WHERE id = d.bot AND bot_level IS NOT NULL LIMIT 1) p
      ORDER BY d.since, m.id
      LIMIT $4
      FOR UPDATE OF m SKIP LOCKED";
