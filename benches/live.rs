@@ -1,11 +1,19 @@
 //! Load generator for live updates: many concurrent match streams on one replica, memory
-//! per idle stream, and the delay from commit to delivery (one replica, or two).
+//! per idle stream, what streams cost the shots, and the delay from commit to delivery (one
+//! replica, or two).
 //!
 //! It starts the `statki` server binary as a separate process (so the server's memory is
-//! measured alone, from `/proc/<pid>/status`), sets up battle matches over HTTP, opens two
-//! streams per match (one per player) over loopback, then fires shots at a fixed rate and
-//! times each `shot_fired` event from its `at` (stamped inside the committing transaction,
-//! just before commit, so the figure is an upper bound) to its arrival.
+//! measured alone, from `/proc/<pid>/status`), sets up battle matches over HTTP, and then,
+//! in one run:
+//!
+//! 1. fires shots as fast as `--connections` keep-alive connections allow for `--seconds`,
+//!    round-robin over every match (each shot by the player on turn), with no stream open;
+//! 2. opens two streams per match (one per player) over loopback and reads the memory per
+//!    idle stream;
+//! 3. repeats 1 with every stream open (each reading every event), and prints the ratio;
+//! 4. fires `--shots` shots at `--rate` per second and times each `shot_fired` event from
+//!    its `at` (stamped inside the committing transaction, just before commit, so the
+//!    figure is an upper bound) to its arrival on both players' streams.
 //!
 //! ```text
 //! ulimit -n 20000          # each stream is a socket on both ends
@@ -19,7 +27,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -43,12 +51,18 @@ struct Args {
     /// go through the second.
     #[arg(long, default_value_t = 1)]
     replicas: usize,
-    /// Shots to fire, each in a different match.
-    #[arg(long, default_value_t = 2_000)]
+    /// Shots fired at `--rate` while deliveries are timed (round-robin over the matches).
+    #[arg(long, default_value_t = 10_000)]
     shots: usize,
-    /// Shots per second.
-    #[arg(long, default_value_t = 200)]
+    /// Shots per second while deliveries are timed.
+    #[arg(long, default_value_t = 2_000)]
     rate: u32,
+    /// Keep-alive connections firing shots in the throughput runs (0: skip them).
+    #[arg(long, default_value_t = 64)]
+    connections: usize,
+    /// Length of each throughput run.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
     /// PostgreSQL server; the bench uses (and recreates) its own database there.
     #[arg(
         long,
@@ -82,8 +96,8 @@ const BENCH_DATABASE: &str = "statki_live_bench";
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
-    if args.streams < 2 || args.shots > args.streams / 2 {
-        bail!("need at least 2 streams and at most one shot per match (streams / 2)");
+    if args.streams < 2 {
+        bail!("need at least 2 streams");
     }
     check_fd_limit(args.streams)?;
     if !args.connect.is_empty() {
@@ -210,7 +224,10 @@ struct Game {
     id: String,
     /// The two players' tokens and ids, the one on turn first.
     players: [(String, String); 2],
-    seq: i64,
+    /// The match's last event.
+    seq: std::sync::atomic::AtomicI64,
+    /// Shots fired in it.
+    shots: AtomicUsize,
 }
 
 struct Delivery {
@@ -229,22 +246,33 @@ async fn run(args: &Args, replicas: &[SocketAddr], server_pid: u32) -> Result<()
         "set up {matches} battle matches in {:.1} s",
         started.elapsed().as_secs_f64()
     );
+    let board = Arc::new(Board::new(games));
+
+    let quiet = if args.connections > 0 {
+        let run = throughput(shot_replica, &board, args.connections, args.seconds).await?;
+        println!("no streams: {}", run.line());
+        Some(run)
+    } else {
+        None
+    };
 
     tokio::time::sleep(Duration::from_secs(2)).await;
     let before = rss_kib(server_pid)?;
 
     let deliveries: Arc<Mutex<Vec<Delivery>>> = Arc::new(Mutex::new(Vec::new()));
+    let timing = Arc::new(AtomicBool::new(false));
     let open = Arc::new(AtomicUsize::new(0));
     let ended = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
     let gate = Arc::new(Semaphore::new(args.concurrency * 4));
     let mut openers = Vec::new();
-    for game in &games {
+    for game in &board.games {
         for (token, _) in &game.players {
             let path = format!("/v1/matches/{}/stream", game.id);
-            let (token, seq) = (token.clone(), game.seq);
-            let (deliveries, open, ended, gate) = (
+            let (token, seq) = (token.clone(), game.seq.load(Ordering::Relaxed));
+            let (deliveries, timing, open, ended, gate) = (
                 deliveries.clone(),
+                timing.clone(),
                 open.clone(),
                 ended.clone(),
                 gate.clone(),
@@ -255,7 +283,7 @@ async fn run(args: &Args, replicas: &[SocketAddr], server_pid: u32) -> Result<()
                 drop(permit);
                 open.fetch_add(1, Ordering::Relaxed);
                 tokio::spawn(async move {
-                    stream.follow(deliveries).await;
+                    stream.follow(deliveries, timing).await;
                     ended.fetch_add(1, Ordering::Relaxed);
                 });
                 anyhow::Ok(())
@@ -274,33 +302,46 @@ async fn run(args: &Args, replicas: &[SocketAddr], server_pid: u32) -> Result<()
     let after = rss_kib(server_pid)?;
     let per_stream = (after.saturating_sub(before)) as f64 * 1024.0 / opened as f64;
 
-    // Shots, each in its own match, at a fixed rate.
+    let watched = if args.connections > 0 {
+        let run = throughput(shot_replica, &board, args.connections, args.seconds).await?;
+        println!("{opened} streams: {}", run.line());
+        Some(run)
+    } else {
+        None
+    };
+    // Every event of those shots reaches its streams before the timed shots start.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    deliveries.lock().map_err(|_| anyhow!("poisoned"))?.clear();
+    timing.store(true, Ordering::Relaxed);
+
+    // Shots at a fixed rate, round-robin over the matches, on a pool of connections.
     let interval = Duration::from_secs_f64(1.0 / f64::from(args.rate.max(1)));
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let (pool_tx, pool_rx) = tokio::sync::mpsc::channel(args.concurrency);
+    for _ in 0..args.concurrency {
+        pool_tx.send(Conn::connect(shot_replica).await?).await?;
+    }
+    let pool = Arc::new(tokio::sync::Mutex::new(pool_rx));
     let fired = Arc::new(AtomicUsize::new(0));
-    let shot_gate = Arc::new(Semaphore::new(args.concurrency));
     let started = Instant::now();
     let mut shooters = Vec::new();
-    for game in games.iter().take(args.shots) {
+    for _ in 0..args.shots {
         ticker.tick().await;
-        let (id, token) = (game.id.clone(), game.players[0].0.clone());
-        let (fired, gate) = (fired.clone(), shot_gate.clone());
+        let (board, fired, pool, pool_tx) =
+            (board.clone(), fired.clone(), pool.clone(), pool_tx.clone());
         shooters.push(tokio::spawn(async move {
-            let _permit = gate.acquire_owned().await?;
-            let mut conn = Conn::connect(shot_replica).await?;
-            let (status, body) = conn
-                .request(
-                    "POST",
-                    &format!("/v1/matches/{id}/shots"),
-                    Some(&token),
-                    Some(&json!({ "cell": "A2" })),
-                )
-                .await?;
-            if status != 200 {
-                bail!("shot refused: {status} {body}");
+            let mut conn = pool
+                .lock()
+                .await
+                .recv()
+                .await
+                .ok_or_else(|| anyhow!("no connection"))?;
+            let shot = board.fire(&mut conn).await?;
+            let _ = pool_tx.send(conn).await;
+            if shot.is_some() {
+                fired.fetch_add(1, Ordering::Relaxed);
             }
-            fired.fetch_add(1, Ordering::Relaxed);
             anyhow::Ok(())
         }));
     }
@@ -308,7 +349,8 @@ async fn run(args: &Args, replicas: &[SocketAddr], server_pid: u32) -> Result<()
         shooter.await??;
     }
     let firing = started.elapsed();
-    let expected = args.shots * 2;
+    let fired = fired.load(Ordering::Relaxed);
+    let expected = fired * 2;
     let deadline = Instant::now() + Duration::from_secs(30);
     while deliveries.lock().map(|d| d.len()).unwrap_or(0) < expected && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -341,11 +383,20 @@ async fn run(args: &Args, replicas: &[SocketAddr], server_pid: u32) -> Result<()
         "server RSS: {before} KiB before streams, {after} KiB with them idle -> {:.1} KiB per idle stream",
         per_stream / 1024.0
     );
+    if let (Some(quiet), Some(watched)) = (&quiet, &watched) {
+        println!(
+            "shots at {} connections: no streams {}; {opened} streams {} -> {:.2}x",
+            args.connections,
+            quiet.line(),
+            watched.line(),
+            watched.rate() / quiet.rate()
+        );
+    }
     println!(
-        "shots: {} fired in {:.1} s ({:.0}/s); deliveries {} of {expected}",
-        fired.load(Ordering::Relaxed),
+        "timed shots: {fired} fired in {:.1} s ({:.0}/s asked {}/s); deliveries {} of {expected}",
         firing.as_secs_f64(),
-        fired.load(Ordering::Relaxed) as f64 / firing.as_secs_f64(),
+        fired as f64 / firing.as_secs_f64(),
+        args.rate,
         delays.len()
     );
     println!(
@@ -360,6 +411,119 @@ async fn run(args: &Args, replicas: &[SocketAddr], server_pid: u32) -> Result<()
         bail!("{} deliveries missing", expected - delays.len());
     }
     Ok(())
+}
+
+/// Every match with where its shots stand: shot `n` of a match is fired by the player on
+/// turn (they alternate, every shot a miss) at the `n / 2`-th cell the fleets leave empty.
+/// The matches take turns in a queue, so no two shots of one match are ever in flight.
+struct Board {
+    games: Vec<Game>,
+    queue: Mutex<std::collections::VecDeque<usize>>,
+}
+
+/// Cells `FLEET` leaves empty in both seas: the even rows.
+fn empty_cell(index: usize) -> Option<String> {
+    let row = 2 + 2 * (index / 10);
+    (row <= 10).then(|| format!("{}{row}", char::from(b'A' + (index % 10) as u8)))
+}
+
+impl Board {
+    fn new(games: Vec<Game>) -> Self {
+        Board {
+            queue: Mutex::new((0..games.len()).collect()),
+            games,
+        }
+    }
+
+    /// Fires the next shot of the next match in the queue: its latency, or `None` when
+    /// every match has shot every empty cell.
+    async fn fire(&self, conn: &mut Conn) -> Result<Option<Duration>> {
+        let Some(index) = self.queue.lock().map_err(|_| anyhow!("poisoned"))?.pop_front() else {
+            return Ok(None);
+        };
+        let game = &self.games[index];
+        let shot = game.shots.load(Ordering::Relaxed);
+        let Some(cell) = empty_cell(shot / 2) else {
+            return Ok(None);
+        };
+        let started = Instant::now();
+        let (status, body) = conn
+            .request(
+                "POST",
+                &format!("/v1/matches/{}/shots", game.id),
+                Some(&game.players[shot % 2].0),
+                Some(&json!({ "cell": cell })),
+            )
+            .await?;
+        let latency = started.elapsed();
+        if status != 200 {
+            bail!("shot refused: {status} {body}");
+        }
+        game.shots.store(shot + 1, Ordering::Relaxed);
+        if let Some(seq) = body["seq"].as_i64() {
+            game.seq.store(seq, Ordering::Relaxed);
+        }
+        self.queue
+            .lock()
+            .map_err(|_| anyhow!("poisoned"))?
+            .push_back(index);
+        Ok(Some(latency))
+    }
+}
+
+/// One throughput run: shots answered, in how long, and their latencies.
+struct Throughput {
+    latencies: Vec<f64>,
+    seconds: f64,
+}
+
+impl Throughput {
+    fn rate(&self) -> f64 {
+        self.latencies.len() as f64 / self.seconds
+    }
+
+    fn line(&self) -> String {
+        format!(
+            "{:.0} shots/s (p50 {:.1} ms, p99 {:.1} ms)",
+            self.rate(),
+            percentile(&self.latencies, 0.50),
+            percentile(&self.latencies, 0.99)
+        )
+    }
+}
+
+/// Fires shots on `connections` keep-alive connections for `seconds`, as fast as they are
+/// answered.
+async fn throughput(
+    address: SocketAddr,
+    board: &Arc<Board>,
+    connections: usize,
+    seconds: f64,
+) -> Result<Throughput> {
+    let until = Instant::now() + Duration::from_secs_f64(seconds);
+    let started = Instant::now();
+    let mut workers = Vec::new();
+    for _ in 0..connections {
+        let board = board.clone();
+        workers.push(tokio::spawn(async move {
+            let mut conn = Conn::connect(address).await?;
+            let mut latencies = Vec::new();
+            while Instant::now() < until {
+                match board.fire(&mut conn).await? {
+                    Some(latency) => latencies.push(latency.as_secs_f64() * 1000.0),
+                    None => break,
+                }
+            }
+            anyhow::Ok(latencies)
+        }));
+    }
+    let mut latencies = Vec::new();
+    for worker in workers {
+        latencies.extend(worker.await??);
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    latencies.sort_by(f64::total_cmp);
+    Ok(Throughput { latencies, seconds })
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -466,7 +630,8 @@ async fn setup_one(conn: &mut Conn, index: usize) -> Result<Game> {
     Ok(Game {
         id,
         players: [first, second],
-        seq,
+        seq: seq.into(),
+        shots: AtomicUsize::new(0),
     })
 }
 
@@ -603,10 +768,16 @@ impl SseStream {
         Ok(SseStream { conn })
     }
 
-    /// Reads events until the stream ends, timing every `shot_fired`.
-    async fn follow(mut self, deliveries: Arc<Mutex<Vec<Delivery>>>) {
+    /// Reads events until the stream ends, timing every `shot_fired` while `timing` is
+    /// set (otherwise it only reads, so the client's parsing takes no CPU from the server
+    /// while shots are counted).
+    async fn follow(mut self, deliveries: Arc<Mutex<Vec<Delivery>>>, timing: Arc<AtomicBool>) {
         let mut buffer = String::new();
         while let Ok(Some(chunk)) = self.conn.read_chunk().await {
+            if !timing.load(Ordering::Relaxed) {
+                buffer.clear();
+                continue;
+            }
             let arrived = Utc::now();
             buffer.push_str(&String::from_utf8_lossy(&chunk));
             while let Some(end) = buffer.find("\n\n") {

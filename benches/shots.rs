@@ -28,8 +28,11 @@
 //! share of the matches, then the hostile order at 64 connections: every remaining shot of
 //! both seats of `STATKI_BENCH_HOSTILE_MATCHES` (default 64) other matches, shuffled, so one
 //! match often has several in flight (out-of-turn shots are answered 409 and counted apart).
-//! Each mode prints shots/s, p50, p99 and the change in `pg_stat_database.deadlocks`. This
-//! mode runs no pgbench comparison.
+//! Each mode prints shots/s, p50, p99 and the change in `pg_stat_database.deadlocks`; each
+//! round-robin run is followed by `pgbench`'s naive shot on the same database with as many
+//! clients, and prints the ratio and the database's CPU per shot (every PostgreSQL process
+//! of the server, from /proc). Nothing analyses the database first: it is measured as the
+//! players made it, with whatever statistics (none, with autovacuum off) it has.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod service;
@@ -196,6 +199,7 @@ async fn hostile(
 async fn run_in_play(
     client: &std::sync::Arc<Client>,
     admin: &sqlx::PgPool,
+    url: &str,
     in_play: usize,
     connections: &[usize],
 ) {
@@ -216,9 +220,12 @@ async fn run_in_play(
     );
     let hostile_set = matches.split_off(in_play - hostile_matches);
     matches.truncate(working);
+    let nodes = database_nodes(admin).await;
     let mut before = deadlocks(admin).await;
     for &c in connections {
+        let cpu_before = nodes_cpu_seconds(&nodes);
         let (back, mut latencies, took) = round_robin(client, matches, c, seconds).await;
+        let cpu_after = nodes_cpu_seconds(&nodes);
         matches = back;
         let after = deadlocks(admin).await;
         print_mode(
@@ -227,7 +234,17 @@ async fn run_in_play(
             took,
             after - before,
         );
-        before = after;
+        let shots = latencies.len();
+        for (node, cpu) in nodes_cpu_per(&nodes, &cpu_before, &cpu_after, shots) {
+            println!("    {node} CPU per shot {:.0} µs", cpu * 1e6);
+        }
+        let naive = run_pgbench(url, admin, c, seconds as u64).await;
+        naive.print();
+        println!(
+            "    ratio statki/pgbench {:.2}× ({c} connections)",
+            shots as f64 / took / naive.rate()
+        );
+        before = deadlocks(admin).await;
     }
     let (replies, took) = hostile(client, &hostile_set, seconds).await;
     let after = deadlocks(admin).await;
@@ -288,7 +305,7 @@ async fn main() {
         );
     }
     if in_play > 0 {
-        run_in_play(&client, &admin, in_play, &connections).await;
+        run_in_play(&client, &admin, &url, in_play, &connections).await;
     }
     let mut deadlocks_before = if in_play == 0 {
         deadlocks(&admin).await
