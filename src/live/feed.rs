@@ -254,8 +254,8 @@ impl<T: Topic> Feed<T> {
                 if let Some(item) = feed.pending.pop_front() {
                     return Some((item, feed));
                 }
-                // An idle stream should not keep the catch-up's buffer.
-                if feed.pending.capacity() > 8 {
+                // An idle stream keeps no buffer: `VecDeque::new` allocates nothing.
+                if feed.pending.capacity() > 0 {
                     feed.pending = VecDeque::new();
                 }
                 let live = feed.live.as_mut()?;
@@ -291,7 +291,9 @@ impl<T: Topic> Following<T> {
             tracing::warn!(topic = T::NAME, id = %self.subscription.id(), "gap in a stream; closing it");
             return false;
         }
-        self.watch_newcomers(&batch.context, out).await;
+        // Boxed: a newcomer is rare, and its read's state would otherwise be part of every
+        // idle stream's future.
+        Box::pin(self.watch_newcomers(&batch.context, out)).await;
         let viewer = T::viewer(&batch.context, self.caller);
         for record in &batch.records {
             let seq = T::seq(record);
