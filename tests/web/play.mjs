@@ -11,7 +11,7 @@
 import { chromium } from 'playwright-core';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
-import { audit } from './audit.mjs';
+import { audit, boardContrasts, controlsOffScreen, headerBoxes } from './audit.mjs';
 
 const BASE = process.env.STATKI_URL || 'http://127.0.0.1:8080';
 const SCREENSHOTS = process.env.SCREENSHOTS || '';
@@ -292,6 +292,40 @@ function bestShot(view, { shipsMayTouch }) {
   return null;
 }
 
+/**
+ * The end-of-game summary as the events say it, computed here on its own: per player the
+ * shots, hits (a sinking shot is a hit), accuracy, longest run of hits, the time from the
+ * turn coming to them (the battle's start or the shot before) to each shot, summed, and
+ * the rating change (as rounded on the ladder), as the page prints them.
+ */
+function summaryFromEvents(events) {
+  const started = events.find((event) => event.kind === 'battle_started');
+  const players = [...new Set(events.filter((event) => event.kind === 'shot_fired').map((event) => event.player))];
+  const figures = new Map();
+  for (const player of players) {
+    let shots = 0; let hits = 0; let run = 0; let streak = 0; let used = 0;
+    let from = Date.parse(started.at);
+    for (const event of events.filter((e) => e.kind === 'shot_fired')) {
+      if (event.player === player) {
+        shots += 1;
+        used += Date.parse(event.at) - from;
+        if (event.outcome === 'miss') run = 0; else { hits += 1; run += 1; streak = Math.max(streak, run); }
+      }
+      from = Date.parse(event.at);
+    }
+    const rated = events.find((event) => event.kind === 'rating_updated');
+    const change = rated && rated.changes.find((entry) => entry.player === player);
+    const delta = change ? Math.round(change.after.rating) - Math.round(change.before.rating) : null;
+    const seconds = Math.round(used / 1000);
+    figures.set(player, {
+      shots: String(shots), hits: String(hits), accuracy: `${Math.round((100 * hits) / shots)} %`, streak: String(streak),
+      time: `${Math.floor(seconds / 60)}:${String(seconds % 60).padStart(2, '0')}`,
+      rating: delta === null ? '—' : delta >= 0 ? `+${delta}` : `−${-delta}`,
+    });
+  }
+  return figures;
+}
+
 async function main() {
   if (SCREENSHOTS) mkdirSync(SCREENSHOTS, { recursive: true });
   const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] });
@@ -320,6 +354,22 @@ async function main() {
     await ala.page.waitForSelector('[data-testid=my-matches] .empty', WAIT);
     await audit(ala.page, 'lobby', { log });
 
+    log('at 360 px every header control is on screen, in English and in Polish');
+    {
+      await ala.page.setViewportSize({ width: 360, height: 740 });
+      for (const language of ['en', 'pl']) {
+        await ala.page.selectOption('header select.language', language);
+        await ala.page.waitForFunction((code) => document.documentElement.lang === code, language, WAIT);
+        const boxes = await headerBoxes(ala.page);
+        assert.ok(boxes.length >= 8, `the header's controls are found: ${JSON.stringify(boxes)}`);
+        for (const [text, left, right] of boxes) assert.ok(left >= 0 && right <= 360, `${language}: “${text}” on screen at 360 px: x ${left}…${right}`);
+        assert.deepEqual(await controlsOffScreen(ala.page), [], `${language}: every control of the lobby on screen`);
+        log(`header at 360 px (${language}): ${boxes.map(([text, left, right, top]) => `${text || '?'} ${left}…${right}@${top}`).join('; ')}`);
+      }
+      await ala.page.selectOption('header select.language', 'en');
+      await ala.page.setViewportSize({ width: 1280, height: 900 });
+    }
+
     log('the theme switch overrides the system theme');
     await ala.page.selectOption('[data-testid=theme]', 'dark');
     assert.equal(await ala.page.evaluate(() => document.documentElement.dataset.theme), 'dark');
@@ -336,7 +386,7 @@ async function main() {
     const id = await createMatch(ala.page, 'statki');
     await ala.page.waitForSelector('[data-testid=status]:has-text("Waiting")', WAIT);
     await joinFromLobby(bolek.page, id);
-    await ala.page.waitForSelector('[data-testid=next-ship]', WAIT);
+    await ala.page.waitForSelector('[data-testid=placed-count]', WAIT);
 
     log('presence: the opponent shown online, away while their page is closed, online again');
     {
@@ -349,14 +399,25 @@ async function main() {
       // The server notices a closed stream at once, or at its next keep-alive (15 s) at the latest.
       await ala.page.waitForSelector('[data-testid=players] .player-chip:not(.me) [data-testid=presence][data-presence=away]', { timeout: 25_000 });
       assert.match(await theirPresence.textContent(), /away/);
+      await ala.page.waitForSelector('[data-testid=players] .player-chip:not(.me) [data-testid=away-note]:visible', WAIT);
+      assert.equal(await ala.page.textContent('[data-testid=players] .player-chip:not(.me) [data-testid=away-note]'), 'away', 'away is written on the chip, not only a hollow dot');
+      await ala.page.waitForSelector('[data-testid=announce]:has-text("has left the match page")', WAIT);
       await bolek.page.goto(bolekMatch);
       await ala.page.waitForSelector('[data-testid=players] .player-chip:not(.me) [data-testid=presence][data-presence=online]', WAIT);
+      await ala.page.waitForSelector('[data-testid=announce]:has-text("is back")', WAIT);
+      assert.equal(await ala.page.locator('[data-testid=players] .player-chip:not(.me) [data-testid=away-note]:visible').count(), 0);
       await bolek.page.waitForSelector('[data-testid=players] .player-chip:not(.me) [data-testid=presence][data-presence=online]', WAIT);
     }
 
     log('Bolek: a random layout shown first, re-rolled, a ship dragged by touch, then Ready');
     await bolek.page.waitForSelector('[data-testid=own-board] .cell.ship.draft', WAIT);
     assert.equal(await bolek.page.locator('[data-testid=own-board] .cell.ship').count(), 17, 'the whole random layout is shown');
+    assert.equal(await bolek.page.locator('[data-testid=next-ship]').count(), 0, 'no “next ship” while the random layout is shown');
+    assert.equal(await bolek.page.locator('[data-testid=ship-list] li[data-state=drafted]').count(), 5, 'every ship is listed where the layout has it');
+    assert.match(await bolek.page.textContent('[data-testid=ship-list]'), /wylosowany/);
+    assert.doesNotMatch(await bolek.page.textContent('[data-testid=ship-list]'), /nieustawiony/, 'no ship listed as not placed');
+    assert.match(await bolek.page.textContent('[data-testid=status]'), /losowy układ/);
+    assert.equal(await bolek.page.textContent('[data-testid=placed-count]'), 'Ustawione okręty: 5 z 5');
     assert.ok((await viewOf(bolek.page, id)).fleet.every((ship) => !ship.placement), 'nothing is sent before Ready');
     const layout = () => bolek.page.evaluate(() => [...document.querySelectorAll('[data-testid=own-board] .cell.ship')].map((el) => el.dataset.cell).join(','));
     const firstLayout = await layout();
@@ -408,6 +469,22 @@ async function main() {
     assert.equal((await viewOf(ala.page, id)).fleet[2].placement.cell, 'A5', 'the dragged cruiser stands at A5');
     await own(ala.page, 'A7').click();
     await waitNextShip(ala.page, 'Destroyer');
+    log('placement feedback: a refused cell is told; the last ship is held for a review, not locked');
+    {
+      // A horizontal destroyer from J10 would leave the sea.
+      assert.equal(await own(ala.page, 'J10').getAttribute('aria-disabled'), 'true');
+      await own(ala.page, 'J10').click({ force: true });
+      await ala.page.waitForSelector('[data-testid=place-note]:has-text("cannot start at J10")', WAIT);
+      assert.match(await own(ala.page, 'J10').getAttribute('class'), /\brefused\b/, 'the refused cell shakes');
+      await own(ala.page, 'H10').click();
+      await ala.page.waitForSelector('[data-testid=status]:has-text("check your fleet")', WAIT);
+      assert.equal((await viewOf(ala.page, id)).fleet_locked, false, 'the last ship placed by hand does not lock the fleet');
+      assert.equal(await ala.page.locator('[data-testid=ship-list] li[data-state=unplaced]').count(), 0);
+      assert.equal(await ala.page.locator('[data-testid=ready]').count(), 1, 'Ready waits for the player');
+      assert.equal(await ala.page.textContent('[data-testid=placed-count]'), '5 of 5 ships placed');
+      await ala.page.click('[data-testid=ship-list] li[data-state=drafted] button');
+      await waitNextShip(ala.page, 'Destroyer');
+    }
     await ala.page.click('[data-testid=reroll]:has-text("Random for the rest")');
     await ala.page.waitForSelector('[data-testid=own-board] .cell.ship.draft', WAIT);
     assert.equal(await ala.page.locator('[data-testid=own-board] .cell.ship.draft').count(), 2, 'only the destroyer is drawn at random');
@@ -436,6 +513,8 @@ async function main() {
     for (let row = 10; row >= 1 && bolekTargets.length < 40; row -= 1) {
       for (const col of 'JIHGFEDCBA') if (!alaShips.has(`${col}${row}`)) bolekTargets.push(`${col}${row}`);
     }
+    // Bolek's third shot hits the stern of Ala's carrier (A3…E3), so her sea shows an own hit.
+    bolekTargets.splice(2, 0, 'E3');
     log('clocks per player: only the player on turn counts down; who fires first is said');
     {
       const opener = await waitForTurn([ala, bolek]);
@@ -495,7 +574,9 @@ async function main() {
         if (alaShots === 4 && SCREENSHOTS) await shoot(ala.page, 'battle');
         if (alaShots === 4) {
           const battle = await audit(ala.page, 'battle', { log });
-          for (const what of ['hit cell vs water', 'hit ✕ vs hit cell', 'latest-shot ring vs its cell']) assert.ok(battle.has(`${what} (light)`), `battle measured ${what}`);
+          for (const what of ['hit cell vs water', 'hit ✕ vs hit cell', 'latest-shot ring vs its cell', 'own hit segment vs own hull', 'own hit rim vs water', 'own hit ✕ vs hull']) {
+            for (const scheme of ['light', 'dark']) assert.ok(battle.has(`${what} (${scheme})`), `battle measured ${what} (${scheme})`);
+          }
           await audit(watcher.page, 'spectator', { log });
         }
 
@@ -515,7 +596,7 @@ async function main() {
           log('reload mid-battle');
           await bolek.page.reload();
           await bolek.page.waitForSelector('[data-testid=target-board]', { ...WAIT, state: 'visible' });
-          await bolek.page.waitForFunction(() => document.querySelectorAll('[data-testid=target-board] .cell.miss').length === 3, null, WAIT);
+          await bolek.page.waitForFunction(() => document.querySelectorAll('[data-testid=target-board] .cell:is(.miss, .hit)').length === 3, null, WAIT);
           reloaded = true;
         }
       }
@@ -542,6 +623,29 @@ async function main() {
     }
     // Bolek's fleet was revealed to nobody before; now Ala's sea shows where Bolek's ships... all sunk; Bolek sees Ala's unfound ships.
     assert.ok(await bolek.page.locator('[data-testid=target-board] .cell.revealed').count() > 0, 'the loser sees the winner’s fleet opened');
+    log('the end-of-game summary: each figure recomputed here from the match’s events');
+    {
+      const events = await viewOf(ala.page, `${id}/events`);
+      const expected = summaryFromEvents(events);
+      for (const player of [ala, bolek, watcher]) {
+        await player.page.waitForSelector('[data-testid=summary] td[data-stat=shots]', WAIT);
+        const shown = await player.page.evaluate(() => Object.fromEntries([...document.querySelectorAll('[data-testid=summary] td')].map((td) => [`${td.dataset.player}|${td.dataset.stat}`, td.textContent])));
+        for (const [who, figures] of expected) {
+          for (const [stat, text] of Object.entries(figures)) {
+            assert.equal(shown[`${who}|${stat}`], text, `${player.label} sees ${stat} of ${who} as the events say`);
+          }
+        }
+        // The summary comes first, the fleet commitments folded away after it.
+        assert.equal(await player.page.locator('[data-testid=commitments]').evaluate((el) => el.tagName === 'DETAILS' && !el.open), true, 'the commitments are folded away');
+        assert.ok(await player.page.locator('[data-testid=summary]').evaluate((el) => Boolean(el.compareDocumentPosition(document.querySelector('[data-testid=commitments]')) & Node.DOCUMENT_POSITION_FOLLOWING)), 'the summary comes before the commitments');
+      }
+      const alaFigures = expected.get(alaView.you);
+      assert.equal(alaFigures.shots, String(alaShots));
+      assert.equal(alaFigures.hits, '17', 'every shot of Ala’s found a ship');
+      assert.equal(alaFigures.accuracy, `${Math.round(1700 / alaShots)} %`);
+      assert.equal(expected.get(bolekView.you).hits, '1', 'Bolek hit the carrier once');
+      log(`summary checked against ${events.length} events: ${[...expected].map(([who, figures]) => `${who.slice(0, 8)} ${JSON.stringify(figures)}`).join('; ')}`);
+    }
     if (SCREENSHOTS) await shoot(ala.page, 'end');
     await audit(ala.page, 'end (winner)', { log });
     const loserEnd = await audit(bolek.page, 'end (loser)', { log });
@@ -587,7 +691,7 @@ async function main() {
     await bolek.page.waitForURL((url) => url.hash.startsWith('#/m/') && !url.hash.includes(id), WAIT);
     await ala.page.waitForURL((url) => url.hash.startsWith('#/m/') && !url.hash.includes(id), WAIT);
     assert.equal(matchIdOf(ala.page), matchIdOf(bolek.page));
-    await ala.page.waitForSelector('[data-testid=next-ship]', WAIT);
+    await ala.page.waitForSelector('[data-testid=placed-count]', WAIT);
     await ala.page.click('[data-testid=resign] , .resign button');
     await ala.page.click('.resign button.danger');
     await ala.page.waitForSelector('[data-testid=result]:has-text("You lost")', WAIT);
@@ -596,6 +700,19 @@ async function main() {
     const classic = await createMatch(ala.page, 'classic');
     await joinFromLobby(bolek.page, classic);
     await ala.page.waitForSelector('[data-testid=ready]', WAIT);
+    log('classic placed by hand: ships of one class are counted');
+    await ala.page.click('[data-testid=by-hand]');
+    await waitNextShip(ala.page, 'Battleship');
+    assert.equal(await ala.page.locator('[data-testid=ship-count]').count(), 0, 'a single battleship has no counter');
+    await own(ala.page, 'A1').click();
+    await waitNextShip(ala.page, 'Cruiser');
+    assert.equal(await ala.page.textContent('[data-testid=ship-count]'), ' — 1 of 2');
+    await own(ala.page, 'A3').click();
+    await ala.page.waitForSelector('[data-testid=ship-count]:has-text("2 of 2")', WAIT);
+    await own(ala.page, 'A5').click();
+    await ala.page.waitForSelector('[data-testid=ship-count]:has-text("1 of 3")', WAIT);
+    assert.match(await ala.page.textContent('[data-testid=next-ship]'), /^Next: Destroyer \(2 cells\) — 1 of 3$/);
+    await ala.page.click('[data-testid=reroll]');
     await placeAtRandom(ala.page);
     await placeAtRandom(bolek.page);
     const first = await waitForTurn([ala, bolek]);
@@ -648,23 +765,53 @@ async function main() {
     await ala.page.waitForSelector('[data-testid=create-match]', WAIT);
     await ala.page.check('#create-clock');
     await ala.page.fill('#create-placement', '60');
-    await ala.page.fill('#create-shot', '6');
+    await ala.page.fill('#create-shot', '10');
     await ala.page.click('[data-testid=create-match] button[type=submit]');
     await ala.page.waitForURL(/#\/m\//, WAIT);
     const quick = matchIdOf(ala.page);
     await bolek.page.goto(`${BASE}/#/?at=${Date.now()}`);
     const quickRow = bolek.page.locator(`[data-testid=open-matches] [data-match="${quick}"]`);
     await quickRow.waitFor(WAIT);
-    assert.match(await quickRow.locator('[data-testid=clock-badge]').textContent(), /ustawianie 60 s · strzał 6 s/, 'the joining player sees the custom clock');
+    assert.match(await quickRow.locator('[data-testid=clock-badge]').textContent(), /ustawianie 60 s · strzał 10 s/, 'the joining player sees the custom clock');
+    assert.equal(await quickRow.locator('[data-testid=clock-badge] .icon-clock').count(), 1, 'the clock badge draws its own icon');
+    assert.doesNotMatch(await quickRow.locator('[data-testid=clock-badge]').textContent(), /⏱/, 'no emoji that needs a font');
+    {
+      // A 429 is told with its wait, from Retry-After (or RateLimit's t=), in the page's language.
+      const told = await bolek.page.evaluate(async () => {
+        const { Api } = await import('/app/js/api.js');
+        const api = new Api();
+        const problem = JSON.stringify({ type: 'about:blank', title: 'Too Many Requests', status: 429, code: 'rate_limited', detail: 'slow down' });
+        const texts = [];
+        for (const headers of [{ 'retry-after': '7' }, { ratelimit: '"address";r=0;t=12' }]) {
+          try { await api.answer(new Response(problem, { status: 429, headers: { 'content-type': 'application/problem+json', ...headers } })); } catch (error) { texts.push(error.message); }
+        }
+        return texts;
+      });
+      assert.deepEqual(told, ['Za dużo żądań. Spróbuj ponownie za 7 s.', 'Za dużo żądań. Spróbuj ponownie za 12 s.'], 'the rate-limit refusal says how long to wait');
+    }
     await bolek.page.goto(`${BASE}/#/m/${quick}`);
     const joinClock = bolek.page.locator('.match-title [data-testid=clock-badge]');
     await joinClock.waitFor(WAIT);
-    assert.match(await joinClock.textContent(), /ustawianie 60 s · strzał 6 s/, 'the join screen shows the custom clock too');
+    assert.match(await joinClock.textContent(), /ustawianie 60 s · strzał 10 s/, 'the join screen shows the custom clock too');
     await bolek.page.locator('[data-testid=controls] .buttons button').first().click();
     await bolek.page.waitForSelector('[data-testid=ready]', WAIT);
     await ala.page.waitForSelector('[data-testid=ready]', WAIT);
     await placeAtRandom(ala.page);
     await placeAtRandom(bolek.page);
+    log('time running out: the clock turns urgent at 5 s left, with a cue for the player whose clock it is');
+    {
+      const opener = await waitForTurn([ala, bolek]);
+      const mine = opener.page.locator('[data-testid=players] .player-chip.me .clock');
+      const tones = await opener.page.evaluate(() => window.statkiTones);
+      const fresh = await mine.evaluate((el) => [el.textContent, el.className]);
+      assert.doesNotMatch(fresh[1], /urgent/, `a fresh 10 s clock is not urgent: ${fresh}`);
+      await opener.page.waitForSelector('[data-testid=players] .player-chip.me .clock.urgent', WAIT);
+      const atUrgent = await mine.textContent();
+      assert.ok(['0:05', '0:04'].includes(atUrgent), `urgent from 5 s left, at ${atUrgent}`);
+      await opener.page.waitForFunction((before) => window.statkiTones > before, tones, WAIT);
+      const cells = await opener.page.evaluate(() => [...document.querySelectorAll('[data-testid=target-board] .cell[aria-disabled=false]')].map((el) => el.dataset.cell));
+      await fire(opener.page, cells[0]);
+    }
     const away = await waitForTurn([ala, bolek]);
     const present = away === ala ? bolek : ala;
     // The same document (only the hash changes), so the count of tones carries on.
@@ -678,11 +825,11 @@ async function main() {
     assert.match(await away.page.getAttribute('link[rel=icon]', 'href'), /^data:image\/svg\+xml/, 'the favicon carries a badge');
     await away.page.goto(`${BASE}/#/?at=${Date.now()}`);
     await away.page.waitForSelector(`[data-testid=my-matches] [data-match="${quick}"] [data-testid=your-turn]`, WAIT);
-    // The present player sees the opponent's clock run and turn urgent in its last 20 % (1.2 s); never their own.
+    // The present player sees the opponent's clock run and turn urgent in its last 5 s; never their own.
     const theirClock = present.page.locator('[data-testid=players] .player-chip:not(.me) .clock');
     await theirClock.and(present.page.locator('.running')).waitFor(WAIT);
-    assert.doesNotMatch(await theirClock.getAttribute('class'), /urgent/, 'not urgent with most of the clock left');
     await present.page.waitForSelector('[data-testid=players] .player-chip:not(.me) .clock.urgent', WAIT);
+    assert.ok(['0:05', '0:04'].includes(await theirClock.textContent()), 'the opponent’s clock turns urgent at 5 s left, not before');
     assert.doesNotMatch(await present.page.getAttribute('[data-testid=players] .player-chip.me .clock', 'class'), /urgent/, 'the waiting player’s own clock is never urgent');
     // Looked for from now on: the away page's toast and the present page's result come together.
     // This match's toast: another result may be told too (the battaglia match above, when its
@@ -741,7 +888,7 @@ async function main() {
     await ala.page.waitForURL(/#\/m\//, WAIT);
     assert.equal(matchIdOf(ala.page), matchIdOf(bolek.page), 'the queue paired the two players');
     await ala.page.waitForSelector('.badge.ranked', WAIT);
-    await ala.page.waitForSelector('[data-testid=next-ship]', WAIT);
+    await ala.page.waitForSelector('[data-testid=placed-count]', WAIT);
     await ala.page.click('.resign button');
     await ala.page.click('.resign button.danger');
     await ala.page.waitForSelector('[data-testid=result]', WAIT);
@@ -768,11 +915,12 @@ async function main() {
     const challenge = matchIdOf(bolek.page);
     const toast = ala.page.locator('.toast', { hasText: 'challenges you' });
     await toast.waitFor(WAIT);
+    assert.match(await toast.textContent(), /challenges you \(Statki\)\./, 'the toast names the rules as the page does, not by their id');
     await toast.locator('button.link').click();
     await ala.page.waitForURL(new RegExp(`#/m/${challenge}`), WAIT);
     await ala.page.click('[data-testid=controls] button:has-text("Join")');
-    await ala.page.waitForSelector('[data-testid=next-ship]', WAIT);
-    await bolek.page.waitForSelector('[data-testid=next-ship]', WAIT);
+    await ala.page.waitForSelector('[data-testid=placed-count]', WAIT);
+    await bolek.page.waitForSelector('[data-testid=placed-count]', WAIT);
     await bolek.page.click('.resign button');
     await bolek.page.click('.resign button.danger');
     await ala.page.waitForSelector('[data-testid=result]:has-text("You won")', WAIT);
@@ -786,12 +934,21 @@ async function main() {
     await ala.page.goto(`${BASE}/#/?at=${Date.now()}`);
     const challengeRow = ala.page.locator(`[data-testid=open-matches] [data-match="${refused}"] [data-testid=row-rating]`);
     await challengeRow.waitFor(WAIT);
+    log('leftover states: the queue box forgets a pairing whose match has ended');
+    await ala.page.waitForSelector('[data-testid=queue] form', WAIT);
+    assert.doesNotMatch(await ala.page.textContent('[data-testid=queue]'), /paired/, 'no “You have been paired” after that match ended');
     assert.equal(await challengeRow.textContent(), ` (${bolekAfter})`, 'the lobby row shows the challenger’s rating beside the name');
     await ala.page.goto(`${BASE}/#/m/${refused}`);
     await ala.page.click('[data-testid=decline]');
     await ala.page.waitForSelector('[data-testid=result]:has-text("The challenge was declined.")', WAIT);
     await bolek.page.locator('.toast', { hasText: 'odrzuca Twoje wyzwanie' }).waitFor(WAIT);
     await bolek.page.waitForSelector('[data-testid=result]:has-text("Wyzwanie zostało odrzucone.")', WAIT);
+    {
+      const title = await bolek.page.textContent('.match-title h1');
+      assert.match(title, new RegExp(`vs ${alaName}$`), `the declined challenge names who was challenged: ${title}`);
+      assert.equal(await bolek.page.locator('.sea:visible').count(), 0, 'no empty seas under a challenge that was declined');
+      assert.equal(await bolek.page.locator('[data-testid=sunk-count]:visible').count(), 0);
+    }
     await ala.page.goto(`${BASE}/#/p/${alaView.you}`);
     await ala.page.waitForSelector('.history tbody tr', WAIT);
     await audit(ala.page, 'profile', { log });
@@ -845,11 +1002,47 @@ async function main() {
       await guest.page.reload();
       await guest.page.waitForSelector('[data-testid=target-board] .cell[data-cell=E5]:is(.miss, .hit, .sunk)', WAIT);
       assert.equal(await guest.page.textContent('[data-testid=me]'), guestName, 'the guest account is kept in the browser');
-      log('at 360 px, a small copy of your own sea stays in sight while you aim');
+      log('at 360 × 740, on your turn the whole target sea is on screen and tappable, under the clocks and whose shot it is');
       const guestMatch = matchIdOf(guest.page);
       assert.equal(await waitForTurn([guest]), guest, 'the bot waits for the guest');
       const guestView = await viewOf(guest.page, guestMatch);
-      await guest.page.locator('[data-testid=target-board] .cell[data-cell=J10]').scrollIntoViewIfNeeded();
+      // Nothing scrolled by the test: the page brings the sea in when the turn comes.
+      const sight = () => guest.page.evaluate(() => {
+        const onScreen = (el) => { const r = el.getBoundingClientRect(); return r.width > 0 && r.top >= 0 && r.left >= 0 && r.bottom <= innerHeight && r.right <= innerWidth; };
+        const tappable = [...document.querySelectorAll('[data-testid=target-board] .cell')].filter((el) => {
+          const r = el.getBoundingClientRect();
+          return onScreen(el) && document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2) === el;
+        });
+        const bar = document.querySelector('[data-testid=turn-bar]').getBoundingClientRect();
+        return {
+          cells: tappable.length,
+          clocks: [...document.querySelectorAll('[data-testid=players] .clock')].filter(onScreen).length,
+          status: onScreen(document.querySelector('[data-testid=status]')) ? document.querySelector('[data-testid=status]').textContent : null,
+          bar: Math.round(bar.height),
+          size: [innerWidth, innerHeight],
+          cell: Math.round(tappable.length ? tappable[0].getBoundingClientRect().width : 0),
+        };
+      });
+      await guest.page.reload();
+      await guest.page.waitForSelector('[data-testid=status].mine', WAIT);
+      await guest.page.waitForFunction(() => window.scrollY > 0, null, WAIT).catch(() => {});
+      const seen = await sight();
+      log(`at 360 × 740 on the guest's turn: ${JSON.stringify(seen)}`);
+      assert.deepEqual(seen.size, [360, 740]);
+      assert.equal(seen.cells, 100, 'every target cell is on screen and not under the sticky bar');
+      assert.equal(seen.clocks, 2, 'both clocks are on screen');
+      assert.equal(seen.status, 'Your shot', 'whose shot it is is on screen');
+      log('aiming: the ring and dot stand out from the water (light and dark)');
+      await guest.page.locator('[data-testid=target-board] .cell[data-cell=D4]').hover();
+      for (const colorScheme of ['light', 'dark']) {
+        await guest.page.emulateMedia({ colorScheme });
+        const pairs = new Map(await boardContrasts(guest.page));
+        for (const what of ['aiming ring vs water', 'aiming dot vs water']) {
+          assert.ok(pairs.get(what) >= 3, `${what} (${colorScheme}): ${pairs.get(what)}:1`);
+        }
+        log(`aiming (${colorScheme}): ring ${pairs.get('aiming ring vs water')}:1, dot ${pairs.get('aiming dot vs water')}:1`);
+      }
+      await guest.page.emulateMedia({ colorScheme: 'light' });
       const mini = guest.page.locator('[data-testid=mini-sea]');
       assert.ok(await mini.isVisible(), 'the own-sea copy is shown on a phone');
       const box = await mini.boundingBox();
@@ -894,6 +1087,17 @@ async function main() {
         guestShots = 0;
       }
       assert.match(outcome, /You won/, 'the guest beat the bot');
+      log('own ships hit by the bot: the hit segment against the hull (light and dark)');
+      for (const colorScheme of ['light', 'dark']) {
+        await guest.page.emulateMedia({ colorScheme });
+        const pairs = new Map(await boardContrasts(guest.page));
+        if (!pairs.has('own hit segment vs own hull')) { log('no own ship hit and afloat at the end: not measured here'); break; }
+        for (const what of ['own hit segment vs own hull', 'own hit segment vs its rim', 'own hit rim vs water', 'own hit ✕ vs hull']) {
+          assert.ok(pairs.get(what) >= 3, `${what} (${colorScheme}): ${pairs.get(what)}:1`);
+        }
+        log(`own hit (${colorScheme}): vs hull ${pairs.get('own hit segment vs own hull')}:1, rim vs water ${pairs.get('own hit rim vs water')}:1, ✕ ${pairs.get('own hit ✕ vs hull')}:1`);
+      }
+      await guest.page.emulateMedia({ colorScheme: 'light' });
       if (await ala.page.locator('#login-name').count()) {
         await guest.page.click('#nav a[href^="#/p/"]');
         await guest.page.fill('#new-password', 'gość-ma-hasło-8');

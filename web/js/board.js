@@ -13,8 +13,9 @@ export class Board {
    * @param {(cell: string) => void} [options.onActivate]
    * @param {(cell: string|null) => void} [options.onHover]
    */
-  constructor({ label, owner = 'me', onActivate, onHover, testId }) {
+  constructor({ label, owner = 'me', onActivate, onHover, onRefused, testId }) {
     this.onActivate = onActivate || (() => {});
+    this.onRefused = onRefused || (() => {});
     this.onHover = onHover || (() => {});
     this.buttons = new Map();
     this.focusCell = 'A1';
@@ -31,22 +32,31 @@ export class Board {
           tabindex: name === this.focusCell ? '0' : '-1',
           'data-cell': name,
           onclick: () => this.activate(name),
-          onmouseenter: () => this.onHover(name),
-          onfocus: () => { this.setFocus(name, false); this.onHover(name); },
+          onmouseenter: () => { this.aim(name); this.onHover(name); },
+          onfocus: () => { this.setFocus(name, false); this.aim(name); this.onHover(name); },
+          onblur: () => this.aim(null),
           onkeydown: (event) => this.key(event, name),
         });
         this.buttons.set(name, button);
         grid.append(button);
       }
     }
-    grid.addEventListener('mouseleave', () => this.onHover(null));
+    grid.addEventListener('mouseleave', () => { this.aim(null); this.onHover(null); });
     this.el = grid;
   }
 
   activate(name) {
     const button = this.buttons.get(name);
-    if (button.getAttribute('aria-disabled') === 'true') return;
+    if (button.getAttribute('aria-disabled') === 'true') { this.onRefused(name); return; }
     this.onActivate(name);
+  }
+
+  /** Marks the cell being aimed at (pointer over it or keyboard focus on it); styled only where it is offered. */
+  aim(name) {
+    if (this.aimed === name) return;
+    if (this.aimed) this.buttons.get(this.aimed).removeAttribute('data-aim');
+    this.aimed = name;
+    if (name) this.buttons.get(name).setAttribute('data-aim', '');
   }
 
   setFocus(name, move = true) {

@@ -4,7 +4,7 @@
 
 import { Api, saveSession } from './api.js';
 import { h, mount } from './dom.js';
-import { currentLanguage, languages, setLanguage, t } from './i18n.js';
+import { currentLanguage, languages, rulesetTitle, setLanguage, t } from './i18n.js';
 import { follow } from './sse.js';
 import { alertControls, watchTurns } from './alerts.js';
 import { nameOf, remember, rememberNames, useApi } from './names.js';
@@ -199,7 +199,7 @@ class App {
 
   toastWithPlayer(key, playerId, { ruleset, actions }) {
     nameOf(playerId).then((name) => {
-      this.toast(t(key, { name, ruleset: ruleset || '' }), { actions });
+      this.toast(t(key, { name, ruleset: ruleset ? rulesetTitle(ruleset) : '' }), { actions });
     });
   }
 

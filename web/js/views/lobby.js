@@ -68,7 +68,7 @@ export function render(app, main, query) {
   function clockBadge(match) {
     const clock = (match.rules && match.rules.clock) || match.clock;
     if (!clock || !clock.shot_seconds) return null;
-    return h('span', { class: 'badge clock-badge', 'data-testid': 'clock-badge' }, t('lobby.clock', { placement: clock.placement_seconds, shot: clock.shot_seconds }));
+    return h('span', { class: 'badge clock-badge', 'data-testid': 'clock-badge' }, h('span', { class: 'icon-clock', 'aria-hidden': 'true' }), t('lobby.clock', { placement: clock.placement_seconds, shot: clock.shot_seconds }));
   }
 
   /** How a match stands for the signed-in player: its phase, or the result. */
@@ -189,7 +189,8 @@ export function render(app, main, query) {
             h('span', { class: 'muted' }, t('queue.window', { window: Math.round(state.window), waiting: state.waiting }))),
           h('button', { type: 'button', class: 'secondary', onclick: leave }, t('queue.leave')));
           queueTimer = setTimeout(poll, QUEUE_POLL_MS);
-        } else if (state.status === 'paired' && state.match_id) {
+        } else if (state.status === 'paired' && state.match_id && await stillOn(state.match_id)) {
+          if (!alive) return;
           mount(queueBox, h('p', {}, t('queue.paired')), h('a', { class: 'button', href: `#/m/${state.match_id}` }, t('lobby.resume')),
             idleForm());
         } else {
@@ -197,6 +198,15 @@ export function render(app, main, query) {
         }
       } catch (error) {
         mount(queueBox, h('p', { class: 'form-error' }, error.message), idleForm());
+      }
+    }
+    /** Whether the match the queue paired is still being played (a pairing is old news once it ended). */
+    async function stillOn(matchId) {
+      try {
+        const match = await app.api.match(matchId);
+        return match.phase !== 'finished' && match.phase !== 'cancelled';
+      } catch {
+        return false;
       }
     }
     function idleForm() {
