@@ -23,6 +23,8 @@ const started = Date.now();
 const suffix = Math.random().toString(36).slice(2, 7);
 
 const errors = [];
+// Pages taken offline on purpose: their failed loads are the point, not errors.
+const offline = new Set();
 function log(step) {
   console.log(`[${((Date.now() - started) / 1000).toFixed(1)}s] ${step}`);
 }
@@ -41,7 +43,7 @@ async function newPlayer(browser, label, { locale = 'en-GB', viewport = { width:
   });
   const page = await context.newPage();
   page.on('console', (message) => {
-    if (message.type() !== 'error') return;
+    if (message.type() !== 'error' || offline.has(label)) return;
     // A refused request is logged by Chromium itself; the page shows the refusal.
     if (/^Failed to load resource: the server responded with a status of 4\d\d/.test(message.text())) return;
     errors.push(`${label}: ${message.text()}`);
@@ -71,8 +73,14 @@ async function register(page, name, password) {
   await page.fill('#register-name', name);
   if (password && await page.locator('#register-password').count()) await page.fill('#register-password', password);
   await page.click('[data-testid=register] button[type=submit]');
-  await page.waitForSelector('[data-testid=me]', WAIT);
+  await page.waitForSelector('[data-testid=me]', { ...WAIT, state: 'attached' });
   assert.equal(await page.textContent('[data-testid=me]'), name);
+}
+
+/** Opens the header's menu where the page folds the account's controls behind it (a phone). */
+async function openMenu(page) {
+  const toggle = page.locator('[data-testid=menu]');
+  if (await toggle.isVisible() && (await toggle.getAttribute('aria-expanded')) !== 'true') await toggle.click();
 }
 
 const own = (page, cell) => page.locator(`[data-testid=own-board] [data-cell="${cell}"]`);
@@ -354,17 +362,43 @@ async function main() {
     await ala.page.waitForSelector('[data-testid=my-matches] .empty', WAIT);
     await audit(ala.page, 'lobby', { log });
 
+    log('the lobby’s first load, everything compressed as sent: at most 100 KB');
+    {
+      const session = await ala.page.evaluate(() => localStorage.getItem('statki.session'));
+      const context = await browser.newContext({ viewport: { width: 360, height: 740 } });
+      await context.addInitScript((kept) => { if (!localStorage.getItem('statki.session')) localStorage.setItem('statki.session', kept); }, session);
+      const page = await context.newPage();
+      const cdp = await context.newCDPSession(page);
+      await cdp.send('Network.enable');
+      const sizes = new Map();
+      const urls = new Map();
+      cdp.on('Network.responseReceived', (event) => urls.set(event.requestId, event.response.url));
+      cdp.on('Network.loadingFinished', (event) => sizes.set(event.requestId, event.encodedDataLength));
+      await page.goto(`${BASE}/`);
+      await page.waitForSelector('.lobby:not(.pending) [data-testid=my-matches] .empty', WAIT);
+      await page.waitForTimeout(1000);
+      const bytes = [...sizes.values()].reduce((sum, size) => sum + size, 0);
+      const largest = [...sizes].sort((a, b) => b[1] - a[1]).slice(0, 4).map(([request, size]) => `${(urls.get(request) || '?').replace(BASE, '')} ${(size / 1024).toFixed(1)} KB`);
+      log(`lobby first load: ${(bytes / 1024).toFixed(1)} KB in ${sizes.size} answers (largest: ${largest.join(', ')})`);
+      assert.ok(bytes <= 100 * 1024, `the lobby's first load is ${(bytes / 1024).toFixed(1)} KB, over 100 KB`);
+      await context.close();
+    }
+
     log('at 360 px every header control is on screen, in English and in Polish');
     {
       await ala.page.setViewportSize({ width: 360, height: 740 });
       for (const language of ['en', 'pl']) {
+        const folded = await headerBoxes(ala.page);
+        const height = await ala.page.locator('header.top').evaluate((el) => Math.round(el.getBoundingClientRect().height));
+        assert.ok(folded.every(([, left, right]) => left >= 0 && right <= 360), `the folded header is on screen: ${JSON.stringify(folded)}`);
+        await openMenu(ala.page);
         await ala.page.selectOption('header select.language', language);
         await ala.page.waitForFunction((code) => document.documentElement.lang === code, language, WAIT);
         const boxes = await headerBoxes(ala.page);
         assert.ok(boxes.length >= 8, `the header's controls are found: ${JSON.stringify(boxes)}`);
         for (const [text, left, right] of boxes) assert.ok(left >= 0 && right <= 360, `${language}: “${text}” on screen at 360 px: x ${left}…${right}`);
         assert.deepEqual(await controlsOffScreen(ala.page), [], `${language}: every control of the lobby on screen`);
-        log(`header at 360 px (${language}): ${boxes.map(([text, left, right, top]) => `${text || '?'} ${left}…${right}@${top}`).join('; ')}`);
+        log(`header at 360 px (${language}): ${height} px high folded; opened: ${boxes.map(([text, left, right, top]) => `${text || '?'} ${left}…${right}@${top}`).join('; ')}`);
       }
       await ala.page.selectOption('header select.language', 'en');
       await ala.page.setViewportSize({ width: 1280, height: 900 });
@@ -754,6 +788,7 @@ async function main() {
 
     log('never miss your turn: sound on (a WebAudio cue), notifications asked for, a 6 s shot clock, the player on turn on another page');
     for (const player of [ala, bolek]) {
+      await openMenu(player.page);
       await player.page.click('[data-testid=sound]');
       await player.page.waitForSelector('[data-testid=sound][aria-pressed=true]', WAIT);
       assert.ok(await player.page.evaluate(() => window.statkiTones) > 0, `${player.label}: switching sound on plays a synthesised cue`);
@@ -825,6 +860,7 @@ async function main() {
     assert.match(await away.page.getAttribute('link[rel=icon]', 'href'), /^data:image\/svg\+xml/, 'the favicon carries a badge');
     await away.page.goto(`${BASE}/#/?at=${Date.now()}`);
     await away.page.waitForSelector(`[data-testid=my-matches] [data-match="${quick}"] [data-testid=your-turn]`, WAIT);
+    assert.match(await away.page.textContent(`[data-testid=my-matches] [data-match="${quick}"]`), /(battle · 0:\d\d left|bitwa · zostało 0:\d\d)/, 'a live match in the list shows its clock running');
     // The present player sees the opponent's clock run and turn urgent in its last 5 s; never their own.
     const theirClock = present.page.locator('[data-testid=players] .player-chip:not(.me) .clock');
     await theirClock.and(present.page.locator('.running')).waitFor(WAIT);
@@ -1098,6 +1134,51 @@ async function main() {
         log(`own hit (${colorScheme}): vs hull ${pairs.get('own hit segment vs own hull')}:1, rim vs water ${pairs.get('own hit rim vs water')}:1, ✕ ${pairs.get('own hit ✕ vs hull')}:1`);
       }
       await guest.page.emulateMedia({ colorScheme: 'light' });
+
+      log('installable: a manifest with icons, a service worker over the whole site; offline the replay opens, a live match is never shown stale');
+      {
+        const won = matchIdOf(guest.page);
+        const scope = await guest.page.evaluate(() => navigator.serviceWorker.ready.then((registration) => registration.scope));
+        assert.equal(scope, `${BASE}/`, 'the service worker covers the whole site');
+        const manifest = await guest.page.evaluate(async () => {
+          const href = document.querySelector('link[rel=manifest]').href;
+          const body = await (await fetch(href)).json();
+          const icons = await Promise.all(body.icons.map(async (icon) => {
+            const response = await fetch(icon.src);
+            return [icon.src, icon.sizes, response.status, response.headers.get('content-type')];
+          }));
+          return { ...body, icons };
+        });
+        assert.equal(manifest.display, 'standalone');
+        assert.equal(manifest.start_url, '/');
+        assert.ok(manifest.icons.some(([, sizes, status, type]) => sizes === '512x512' && status === 200 && type === 'image/png'), `a 512 px PNG icon: ${JSON.stringify(manifest.icons)}`);
+        assert.ok(manifest.icons.some(([, sizes, status]) => sizes === '192x192' && status === 200));
+        // A live match: a new one against the bot, left in placement.
+        await guest.page.goto(`${BASE}/#/?at=${Date.now()}`);
+        await guest.page.waitForSelector('[data-testid=bots] .row button', WAIT);
+        await guest.page.locator('[data-testid=bots] .row button').first().click();
+        await guest.page.waitForURL(/#\/m\//, WAIT);
+        await guest.page.waitForSelector('[data-testid=placed-count]', WAIT);
+        const liveUrl = guest.page.url();
+        await guest.page.goto(`${BASE}/#/m/${won}/replay`);
+        await guest.page.waitForFunction(() => /(\d+) of \1/.test(document.querySelector('[data-testid=replay-position]').textContent), null, WAIT);
+        const position = await guest.page.textContent('[data-testid=replay-position]');
+        offline.add(guest.label);
+        await guest.context.setOffline(true);
+        try {
+          await guest.page.reload();
+          await guest.page.waitForFunction((text) => document.querySelector('[data-testid=replay-position]')?.textContent === text, position, WAIT);
+          assert.ok(await guest.page.locator('[data-testid=replay-board-0] .cell.ship').count() > 0, 'the replay’s seas are drawn offline');
+          await guest.page.goto(liveUrl);
+          await guest.page.reload();
+          await guest.page.waitForSelector('main .form-error', WAIT);
+          assert.equal(await guest.page.locator('[data-testid=own-board]').count(), 0, 'no kept picture of a live match is shown offline');
+        } finally {
+          await guest.context.setOffline(false);
+          offline.delete(guest.label);
+        }
+        log(`offline: the replay of ${won.slice(0, 8)} at “${position}”, the live match refused; manifest icons ${manifest.icons.map(([src, sizes]) => `${src} ${sizes}`).join(', ')}`);
+      }
       if (await ala.page.locator('#login-name').count()) {
         await guest.page.click('#nav a[href^="#/p/"]');
         await guest.page.fill('#new-password', 'gość-ma-hasło-8');
@@ -1118,7 +1199,7 @@ async function main() {
       assert.equal(await loginRefusal.textContent(), 'Wrong name or password.', 'the refusal is told from its code');
       await watcher.page.fill('#login-password', celinaPassword);
       await watcher.page.click('[data-testid=login] button[type=submit]');
-      await watcher.page.waitForSelector('[data-testid=me]', WAIT);
+      await watcher.page.waitForSelector('[data-testid=me]', { ...WAIT, state: 'attached' });
       assert.equal(await watcher.page.textContent('[data-testid=me]'), celinaName);
 
       log('revoke every other session from the profile; this browser keeps a new token');

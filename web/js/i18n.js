@@ -359,6 +359,7 @@ Object.assign(en, {
   'summary.time': 'Time used', 'summary.rating': 'Rating change',
   'end.all_verified': 'both verified', 'end.some_mismatch': 'a mismatch was found',
   'problem.rate_limited_wait': 'Too many requests. Try again in {seconds} s.',
+  'lobby.time_left': '{phase} · {time} left', menu: 'Menu',
 });
 Object.assign(pl, {
   'match.no_opponent': 'bez przeciwnika',
@@ -378,6 +379,7 @@ Object.assign(pl, {
   'summary.time': 'Zużyty czas', 'summary.rating': 'Zmiana rankingu',
   'end.all_verified': 'obie potwierdzone', 'end.some_mismatch': 'znaleziono niezgodność',
   'problem.rate_limited_wait': 'Za dużo żądań. Spróbuj ponownie za {seconds} s.',
+  'lobby.time_left': '{phase} · zostało {time}', menu: 'Menu',
 });
 
 const dictionaries = { en, pl };

@@ -40,6 +40,8 @@ class App {
     useApi(this.api);
     this.main = document.getElementById('main');
     this.features = { sessions: false, password: false, bots: false, live: true };
+    this.featuresPromise = null;
+    this.routeToken = null;
     this.noticeListeners = new Set();
     this.cleanup = null;
     this.feed = null;
@@ -57,16 +59,27 @@ class App {
   }
 
   async start() {
+    // Installable, and the shell and replays work offline (web/sw.js keeps nothing of a live match).
+    if ('serviceWorker' in navigator) navigator.serviceWorker.register('/sw.js').catch(() => {});
     document.documentElement.lang = currentLanguage();
     applyTheme(savedTheme());
-    await this.detectFeatures();
     window.addEventListener('hashchange', () => this.route());
     if (this.api.session) {
       this.startFeed();
-      // Tokens last 30 days: a visit renews the kept one where the server offers it.
-      if (this.features.sessions) this.api.freshToken().then((fresh) => this.replaceToken(fresh)).catch(() => {});
+      // Tokens last 30 days: a visit renews the kept one (a server without sessions refuses; kept as is).
+      this.api.freshToken().then((fresh) => this.replaceToken(fresh)).catch(() => {});
     }
     this.route();
+  }
+
+  /**
+   * Which optional parts this server offers, read from its OpenAPI document once and only
+   * where a page needs to know (sign-in, the own profile): a signed-in player's lobby loads
+   * without it.
+   */
+  whenFeatures() {
+    if (!this.featuresPromise) this.featuresPromise = this.detectFeatures();
+    return this.featuresPromise;
   }
 
   async detectFeatures() {
@@ -112,6 +125,8 @@ class App {
 
   signOut(message) {
     this.stopFeed();
+    // What the service worker kept for this player's replays goes with the session.
+    if (navigator.serviceWorker && navigator.serviceWorker.controller) navigator.serviceWorker.controller.postMessage('forget');
     this.api.session = null;
     saveSession(null);
     if (message) this.toast(message, { kind: 'error' });
@@ -225,11 +240,17 @@ class App {
     if (this.cleanup) this.cleanup();
     this.cleanup = null;
     this.renderChrome();
+    // Shown from the first route on: the header has its final height by now, so nothing below it jumps.
+    this.main.classList.remove('pending');
     const path = location.hash.replace(/^#/, '') || '/';
     const parts = path.split('?')[0].split('/').filter(Boolean);
     const query = new URLSearchParams(path.split('?')[1] || '');
+    const token = {};
+    this.routeToken = token;
     if (!this.me) {
-      this.cleanup = auth.render(this, this.main);
+      this.whenFeatures().then(() => {
+        if (this.routeToken === token && !this.me) this.cleanup = auth.render(this, this.main);
+      });
       return;
     }
     let view;
@@ -260,6 +281,14 @@ class App {
       class: 'theme', 'aria-label': t('theme'), 'data-testid': 'theme',
       onchange: (event) => { localStorage.setItem(THEME_KEY, event.target.value); applyTheme(event.target.value); },
     }, THEMES.map((code) => h('option', { value: code, selected: code === savedTheme() }, t(`theme.${code}`))));
+    // On a phone the account's controls fold behind one button, so the header stays two short rows.
+    const toggle = document.getElementById('menu-toggle');
+    toggle.textContent = t('menu');
+    toggle.onclick = () => {
+      const open = toggle.getAttribute('aria-expanded') !== 'true';
+      toggle.setAttribute('aria-expanded', String(open));
+      toggle.closest('.top').classList.toggle('menu-open', open);
+    };
     mount(account,
       switcher,
       theme,

@@ -2,7 +2,7 @@
 // join, live matches to watch, bots to play where the server has them, and the
 // player's own unfinished matches.
 
-import { h, mount } from '../dom.js';
+import { clockText, h, mount } from '../dom.js';
 import { currentLanguage, known, t, rulesetTitle } from '../i18n.js';
 import { playerLink, rememberNames } from '../names.js';
 
@@ -22,21 +22,23 @@ export function render(app, main, query) {
   const botsSection = h('section', { class: 'panel', hidden: true, 'data-testid': 'bots' });
   // Shown once the server answers the live list (older servers only list open matches).
   const liveSection = h('section', { class: 'panel', hidden: true }, h('h2', {}, t('lobby.live')), liveList);
+  // Shown once its first answers are in (2 s at most), so the sections do not jump as they fill.
+  const lobbyEl = h('div', { class: 'lobby pending' },
+    h('section', { class: 'panel' }, h('h2', {}, opponent ? t('lobby.challenge') : t('lobby.create')), createBox),
+    h('section', { class: 'panel' }, h('h2', {}, t('lobby.queue')), queueBox),
+    h('section', { class: 'panel' }, h('h2', {}, t('lobby.open')), openList),
+    h('section', { class: 'panel' }, h('h2', {}, t('lobby.mine')), mineList),
+    liveSection,
+    botsSection);
 
   mount(main,
     h('h1', { class: 'visually-hidden' }, t('nav.lobby')),
-    h('div', { class: 'lobby' },
-      h('section', { class: 'panel' }, h('h2', {}, opponent ? t('lobby.challenge') : t('lobby.create')), createBox),
-      h('section', { class: 'panel' }, h('h2', {}, t('lobby.queue')), queueBox),
-      h('section', { class: 'panel' }, h('h2', {}, t('lobby.open')), openList),
-      h('section', { class: 'panel' }, h('h2', {}, t('lobby.mine')), mineList),
-      liveSection,
-      botsSection));
+    lobbyEl);
 
-  app.rulesets().then((rulesets) => {
-    if (!alive) return;
+  const firstDraw = app.rulesets().then((rulesets) => {
+    if (!alive) return null;
     mount(createBox, createForm(app, rulesets, opponent));
-    renderQueue(rulesets);
+    return renderQueue(rulesets);
   }).catch((error) => mount(createBox, h('p', { class: 'form-error' }, error.message)));
 
   // --- lists ---
@@ -73,6 +75,11 @@ export function render(app, main, query) {
 
   /** How a match stands for the signed-in player: its phase, or the result. */
   function standing(match) {
+    // A live match says how long its running clock has left, so a match left behind (a guest's
+    // bot match never placed) is seen running out rather than standing still.
+    if ((match.phase === 'placement' || match.phase === 'battle') && typeof match.deadline_ms_left === 'number') {
+      return t('lobby.time_left', { phase: t(`phase.${match.phase}`), time: clockText(match.deadline_ms_left) });
+    }
     if (match.phase !== 'finished' || !match.result) return t(`phase.${match.phase}`);
     if (!match.result.winner) return t('profile.draw');
     return match.result.winner === app.me.id ? t('profile.win') : t('profile.loss');
@@ -146,7 +153,7 @@ export function render(app, main, query) {
 
   // --- bots ---
   async function showBots() {
-    if (!app.features.bots) return;
+    // Asked for directly: a server without bots refuses, and the section stays hidden.
     try {
       const [bots, rulesets] = await Promise.all([app.api.bots(), app.rulesets()]);
       if (!alive || !bots.length) return;
@@ -223,13 +230,11 @@ export function render(app, main, query) {
       try { await app.api.leaveQueue(); } catch (error) { app.error(error); }
       poll();
     }
-    poll();
+    return poll();
   }
 
-  refreshOpen();
-  refreshLive();
-  refreshMine();
-  showBots();
+  const firstAnswers = Promise.allSettled([firstDraw, refreshOpen(), refreshLive(), refreshMine(), showBots()]);
+  Promise.race([firstAnswers, new Promise((resolve) => { setTimeout(resolve, 2000); })]).then(() => lobbyEl.classList.remove('pending'));
   timers.push(setInterval(() => { refreshOpen(); refreshLive(); refreshMine(); }, REFRESH_MS));
   const unsubscribe = app.onNotice(() => { refreshOpen(); refreshMine(); });
   return () => {

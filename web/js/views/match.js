@@ -83,15 +83,18 @@ export function render(app, main, id) {
   let reactingUntil = 0;
   let reactionTimer = null;
 
-  mount(main,
-    h('div', { class: 'match', 'data-testid': 'match' },
+  // Laid out but not shown until the first view is drawn (2 s at most), so nothing jumps as it fills.
+  const matchEl = h('div', { class: 'match pending', 'data-testid': 'match' },
       h('header', { class: 'match-head' }, title, live),
       h('div', { class: 'turn-bar', 'data-testid': 'turn-bar' }, playersBar, miniSea, status),
-      firstShot,
-      said,
+      // One line for the news: who fires first until the first shot, then what each shot found.
+      h('div', { class: 'news' }, firstShot, said),
       ending,
       h('div', { class: 'seas' }, ownSea, targetSea, controls),
-      reactionsEl));
+      reactionsEl);
+  mount(main, matchEl);
+  const reveal = () => matchEl.classList.remove('pending');
+  const revealTimer = setTimeout(reveal, 2000);
 
   // --- reading ---
   async function load() {
@@ -140,6 +143,13 @@ export function render(app, main, id) {
 
   function accept(next) {
     if (view && next.seq < view.seq) return;
+    // The same state read again (the stream's opening `state`, then a read once it is open):
+    // only the clock is taken from it; nothing else changed, nothing is drawn again.
+    if (view && next.seq === view.seq && next.phase === view.phase) {
+      clockEnd = typeof next.deadline_ms_left === 'number' && next.deadline ? performance.now() + next.deadline_ms_left : null;
+      if (next.presence) { view.presence = next.presence; drawPresence(); }
+      return;
+    }
     rememberNames(next);
     const wasOver = view && isOver(view);
     view = next;
@@ -228,6 +238,7 @@ export function render(app, main, id) {
     drawEnding();
     drawReactions();
     tick();
+    reveal();
   }
 
   function drawReactions() {
@@ -911,6 +922,8 @@ export function render(app, main, id) {
       return answer;
     } catch (error) {
       app.error(error);
+      // A refusal changes nothing on the server: draw what the page holds again, then read.
+      draw();
       refresh();
       return null;
     }
@@ -1061,6 +1074,9 @@ export function render(app, main, id) {
       clockEnd = typeof answer.deadline_ms_left === 'number' ? performance.now() + answer.deadline_ms_left : clockEnd;
     } catch (error) {
       app.error(error);
+      // Refused: nothing changed on the server, so the sea is offered again as it stands.
+      busy = false;
+      drawTargetSea();
     }
     busy = false;
     refresh();
@@ -1115,6 +1131,7 @@ export function render(app, main, id) {
     app.updateTitle();
     if (stream) stream.close();
     clearInterval(ticker);
+    clearTimeout(revealTimer);
     clearTimeout(reactionTimer);
     document.removeEventListener('keydown', keydown);
     unsubscribe();
