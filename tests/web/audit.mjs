@@ -111,6 +111,15 @@ export async function boardContrasts(page) {
       add('own hit segment vs its rim', fill, rim);
       add('own hit rim vs water', rim, waterColour);
     }
+    // The decks drawn on the ships (web/js/ships.js) against the hull they lie on.
+    for (const art of document.querySelectorAll('.board .ship-art')) {
+      const tone = [...art.classList].find((name) => name.startsWith('tone-'));
+      const what = `ship deck (${tone.slice(5)}) vs hull`;
+      if (pairs.some(([name]) => name === what)) continue;
+      const board = art.closest('.board');
+      const hullCell = art.dataset.cells.split('.').map((cell) => board.querySelector(`[data-cell="${cell}"]`)).find((cell) => cell && !cell.classList.contains('hit'));
+      if (hullCell) add(what, parse(getComputedStyle(art).color), parse(getComputedStyle(hullCell, '::before').backgroundColor));
+    }
     // Aiming at a cell of the target sea: the ring and the dot against the water.
     const aimed = first('.board.interactive .cell.unknown[data-aim][aria-disabled="false"]');
     if (aimed) {

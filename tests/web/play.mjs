@@ -525,6 +525,13 @@ async function main() {
     await placeAtRandom(ala.page);
     await ala.page.waitForSelector('[data-testid=target-board]', { ...WAIT, state: 'visible' });
     const alaView = await viewOf(ala.page, id);
+    log('ships drawn as ships: one deck per class, horizontal and vertical');
+    {
+      const arts = await ala.page.evaluate(() => [...document.querySelectorAll('[data-testid=own-board] .ship-art')].map((el) => `${el.dataset.kind}:${el.classList.contains('v') ? 'v' : 'h'}`));
+      // The destroyer was drawn at random, either way.
+      assert.deepEqual(arts.filter((art) => !art.startsWith('destroyer')).sort(), ['battleship:v', 'carrier:h', 'cruiser:h', 'submarine:h'], `one deck per ship: ${arts}`);
+      assert.equal(arts.filter((art) => art.startsWith('destroyer')).length, 1);
+    }
     assert.deepEqual(alaView.fleet.slice(0, 4).map((ship) => `${ship.placement.cell}${ship.placement.orientation[0]}`), ['A3h', 'J1v', 'A5h', 'A7h'], 'random for the rest kept the ships placed by hand');
 
     log('battle, watched by a spectator');
@@ -605,10 +612,16 @@ async function main() {
           assert.match(await landed.getAttribute('class'), /\bfresh-(hit|sunk)\b/, 'a hit just landed plays its animation');
           assert.notEqual(await landed.evaluate((el) => getComputedStyle(el).animationName), 'none');
         }
+        if (alaShots === 5) {
+          // Bolek's carrier (his first five cells) has just gone down: its deck sinks.
+          const sinking = ala.page.locator('[data-testid=target-board] .ship-art.sinking');
+          assert.equal(await sinking.getAttribute('data-kind'), 'carrier', 'the sunk carrier is drawn as a carrier');
+          assert.equal(await sinking.evaluate((el) => getComputedStyle(el).animationName), 'sinking', 'and plays its sinking');
+        }
         if (alaShots === 4 && SCREENSHOTS) await shoot(ala.page, 'battle');
         if (alaShots === 4) {
           const battle = await audit(ala.page, 'battle', { log });
-          for (const what of ['hit cell vs water', 'hit ✕ vs hit cell', 'latest-shot ring vs its cell', 'own hit segment vs own hull', 'own hit rim vs water', 'own hit ✕ vs hull']) {
+          for (const what of ['hit cell vs water', 'hit ✕ vs hit cell', 'latest-shot ring vs its cell', 'own hit segment vs own hull', 'own hit rim vs water', 'own hit ✕ vs hull', 'ship deck (me) vs hull']) {
             for (const scheme of ['light', 'dark']) assert.ok(battle.has(`${what} (${scheme})`), `battle measured ${what} (${scheme})`);
           }
           await audit(watcher.page, 'spectator', { log });
@@ -1061,8 +1074,12 @@ async function main() {
       });
       await guest.page.reload();
       await guest.page.waitForSelector('[data-testid=status].mine', WAIT);
-      await guest.page.waitForFunction(() => window.scrollY > 0, null, WAIT).catch(() => {});
-      const seen = await sight();
+      // The page may scroll the sea in when the turn comes: give it a moment to settle.
+      let seen = await sight();
+      for (let tries = 0; seen.cells < 100 && tries < 20; tries += 1) {
+        await guest.page.waitForTimeout(100);
+        seen = await sight();
+      }
       log(`at 360 × 740 on the guest's turn: ${JSON.stringify(seen)}`);
       assert.deepEqual(seen.size, [360, 740]);
       assert.equal(seen.cells, 100, 'every target cell is on screen and not under the sticky bar');

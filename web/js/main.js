@@ -10,10 +10,13 @@ import { alertControls, watchTurns } from './alerts.js';
 import { nameOf, remember, rememberNames, useApi } from './names.js';
 import * as auth from './views/auth.js';
 import * as lobby from './views/lobby.js';
-import * as matchView from './views/match.js';
-import * as replay from './views/replay.js';
-import * as ladder from './views/ladder.js';
-import * as profile from './views/profile.js';
+
+// The sign-in page and the lobby come with the shell; the other screens are loaded when
+// first opened, so the lobby's first load stays small.
+const matchView = () => import('./views/match.js');
+const replay = () => import('./views/replay.js');
+const ladder = () => import('./views/ladder.js');
+const profile = () => import('./views/profile.js');
 
 // A notice is toasted only when it happened after this page opened (less a little slack
 // for a notice racing the page's start): pending notices replayed by the feed on connect
@@ -253,14 +256,22 @@ class App {
       });
       return;
     }
-    let view;
-    if (parts[0] === 'm' && parts[1] && parts[2] === 'replay') view = () => replay.render(this, this.main, parts[1]);
-    else if (parts[0] === 'm' && parts[1]) view = () => matchView.render(this, this.main, parts[1]);
-    else if (parts[0] === 'ladder') view = () => ladder.render(this, this.main, parts[1] || 'statki');
-    else if (parts[0] === 'p' && parts[1]) view = () => profile.render(this, this.main, parts[1]);
-    else view = () => lobby.render(this, this.main, query);
-    this.cleanup = view() || null;
-    this.main.focus({ preventScroll: true });
+    let screen;
+    if (parts[0] === 'm' && parts[1] && parts[2] === 'replay') screen = replay().then((module) => () => module.render(this, this.main, parts[1]));
+    else if (parts[0] === 'm' && parts[1]) screen = matchView().then((module) => () => module.render(this, this.main, parts[1]));
+    else if (parts[0] === 'ladder') screen = ladder().then((module) => () => module.render(this, this.main, parts[1] || 'statki'));
+    else if (parts[0] === 'p' && parts[1]) screen = profile().then((module) => () => module.render(this, this.main, parts[1]));
+    else {
+      this.cleanup = lobby.render(this, this.main, query) || null;
+      this.main.focus({ preventScroll: true });
+      return;
+    }
+    screen.then((view) => {
+      // Another route may have begun while the screen's module loaded.
+      if (this.routeToken !== token) return;
+      this.cleanup = view() || null;
+      this.main.focus({ preventScroll: true });
+    }).catch(() => this.error(null));
   }
 
   renderChrome() {

@@ -508,6 +508,8 @@ export function render(app, main, id) {
       const shapes = shapesOf([...view.fleet, ...drafted]);
       const dragCells = drag && drag.target ? new Set(drag.target) : new Set();
       drafted.forEach((ship) => ship.cells.forEach((cell) => owner.set(cell, ship)));
+      ownBoard.setShips([...view.fleet.filter((ship) => ship.placement), ...drafted]
+        .filter((ship) => !(drag && drag.ship.index === ship.index)).map((ship) => ({ cells: ship.cells, name: ship.name, tone: 'me' })));
       ownBoard.interactive = true;
       ownBoard.update((cell) => {
         const ship = owner.get(cell);
@@ -523,6 +525,7 @@ export function render(app, main, id) {
     const preview = shipShape(previewCells);
     const shapes = shapesOf(view.fleet);
     const locked = view.fleet_locked;
+    ownBoard.setShips(view.fleet.filter((ship) => ship.placement && !(drag && drag.ship.index === ship.index)).map((ship) => ({ cells: ship.cells, name: ship.name, tone: 'me' })));
     ownBoard.interactive = !locked;
     ownBoard.update((cell) => {
       const ship = owner.get(cell);
@@ -543,6 +546,7 @@ export function render(app, main, id) {
     const lastIncoming = view.incoming.length ? view.incoming[view.incoming.length - 1].cell : null;
     const shapes = shapesOf(view.fleet);
     ownBoard.interactive = false;
+    ownBoard.setShips(view.fleet.filter((ship) => ship.cells.length).map((ship) => ({ cells: ship.cells, name: ship.name, tone: ship.sunk ? 'sunk-me' : 'me', sunk: ship.sunk })));
     ownBoard.update(withLast(lastIncoming, (cell) => {
       const ship = owner.get(cell);
       const shot = incoming.get(cell);
@@ -613,6 +617,7 @@ export function render(app, main, id) {
     const mine = view.sides[seatOf(me())];
     const canFire = view.phase === 'battle' && view.turn === me() && !busy;
     targetBoard.interactive = canFire;
+    targetBoard.setShips(mine.sunk.map((ship) => ({ cells: ship.cells, name: ship.name, tone: 'them', sunk: true })));
     targetBoard.update(describeTarget(mine, openedFleet(opponent), { offered: canFire }));
     mount(targetSide, sunkList(mine), shotLog(mine.shots, t('log.yours'), 'shot-log-mine'));
   }
@@ -641,6 +646,8 @@ export function render(app, main, id) {
     targetCaption.replaceChildren(t('board.sea_of'), ' ', playerLink(second, { link: false }));
     ownBoard.interactive = false;
     targetBoard.interactive = false;
+    ownBoard.setShips(view.sides[1].sunk.map((ship) => ({ cells: ship.cells, name: ship.name, tone: 'me', sunk: true })));
+    targetBoard.setShips(view.sides[0].sunk.map((ship) => ({ cells: ship.cells, name: ship.name, tone: 'them', sunk: true })));
     ownBoard.update(describeTarget(view.sides[1], openedFleet(first), { offered: false }));
     targetBoard.update(describeTarget(view.sides[0], openedFleet(second), { offered: false }));
     mount(ownSide, sunkList(view.sides[1]), shotLog(view.sides[1].shots, [t('log.shots_by'), ' ', playerLink(second, { link: false })], 'shot-log-1'));
