@@ -387,18 +387,24 @@ async function main() {
     log('at 360 px every header control is on screen, in English and in Polish');
     {
       await ala.page.setViewportSize({ width: 360, height: 740 });
+      const menuOpen = async () => (await ala.page.getAttribute('[data-testid=menu]', 'aria-expanded')) === 'true';
       for (const language of ['en', 'pl']) {
-        const folded = await headerBoxes(ala.page);
-        const height = await ala.page.locator('header.top').evaluate((el) => Math.round(el.getBoundingClientRect().height));
-        assert.ok(folded.every(([, left, right]) => left >= 0 && right <= 360), `the folded header is on screen: ${JSON.stringify(folded)}`);
         await openMenu(ala.page);
         await ala.page.selectOption('header select.language', language);
         await ala.page.waitForFunction((code) => document.documentElement.lang === code, language, WAIT);
+        // Folded: the brand, the three links and the Menu button.
+        if (await menuOpen()) await ala.page.click('[data-testid=menu]');
+        const folded = await headerBoxes(ala.page);
+        const height = await ala.page.locator('header.top').evaluate((el) => Math.round(el.getBoundingClientRect().height));
+        assert.equal(folded.length, 5, `folded: ${JSON.stringify(folded)}`);
+        for (const [text, left, right] of folded) assert.ok(left >= 0 && right <= 360, `${language}: “${text}” on screen, folded: x ${left}…${right}`);
+        // Opened: the account's controls too.
+        await openMenu(ala.page);
         const boxes = await headerBoxes(ala.page);
-        assert.ok(boxes.length >= 8, `the header's controls are found: ${JSON.stringify(boxes)}`);
+        assert.ok(boxes.length >= 10, `the header's controls are found: ${JSON.stringify(boxes)}`);
         for (const [text, left, right] of boxes) assert.ok(left >= 0 && right <= 360, `${language}: “${text}” on screen at 360 px: x ${left}…${right}`);
         assert.deepEqual(await controlsOffScreen(ala.page), [], `${language}: every control of the lobby on screen`);
-        log(`header at 360 px (${language}): ${height} px high folded; opened: ${boxes.map(([text, left, right, top]) => `${text || '?'} ${left}…${right}@${top}`).join('; ')}`);
+        log(`header at 360 px (${language}): folded ${height} px high (${folded.map(([text, left, right]) => `${text || '?'} ${left}…${right}`).join('; ')}); opened: ${boxes.map(([text, left, right, top]) => `${text || '?'} ${left}…${right}@${top}`).join('; ')}`);
       }
       await ala.page.selectOption('header select.language', 'en');
       await ala.page.setViewportSize({ width: 1280, height: 900 });
@@ -701,7 +707,7 @@ async function main() {
     log('replay event by event');
     await ala.page.click('[data-testid=replay-link]');
     await ala.page.waitForSelector('[data-testid=replay-position]', WAIT);
-    await ala.page.waitForFunction(() => /(\d+) of \1/.test(document.querySelector('[data-testid=replay-position]').textContent), null, WAIT);
+    await ala.page.waitForFunction(() => /(\d+) of \1/.test((document.querySelector('[data-testid=replay-position]')?.textContent || '')), null, WAIT);
     const last = await ala.page.textContent('[data-testid=replay-event]');
     assert.match(last, /won|Ratings/);
     await ala.page.click('[data-testid=replay-prev]');
@@ -1178,7 +1184,7 @@ async function main() {
         await guest.page.waitForSelector('[data-testid=placed-count]', WAIT);
         const liveUrl = guest.page.url();
         await guest.page.goto(`${BASE}/#/m/${won}/replay`);
-        await guest.page.waitForFunction(() => /(\d+) of \1/.test(document.querySelector('[data-testid=replay-position]').textContent), null, WAIT);
+        await guest.page.waitForFunction(() => /(\d+) of \1/.test((document.querySelector('[data-testid=replay-position]')?.textContent || '')), null, WAIT);
         const position = await guest.page.textContent('[data-testid=replay-position]');
         offline.add(guest.label);
         await guest.context.setOffline(true);
