@@ -407,6 +407,7 @@ async function main() {
         log(`header at 360 px (${language}): folded ${height} px high (${folded.map(([text, left, right]) => `${text || '?'} ${left}…${right}`).join('; ')}); opened: ${boxes.map(([text, left, right, top]) => `${text || '?'} ${left}…${right}@${top}`).join('; ')}`);
       }
       await ala.page.selectOption('header select.language', 'en');
+      if (await menuOpen()) await ala.page.click('[data-testid=menu]');
       await ala.page.setViewportSize({ width: 1280, height: 900 });
     }
 
@@ -452,6 +453,11 @@ async function main() {
     log('Bolek: a random layout shown first, re-rolled, a ship dragged by touch, then Ready');
     await bolek.page.waitForSelector('[data-testid=own-board] .cell.ship.draft', WAIT);
     assert.equal(await bolek.page.locator('[data-testid=own-board] .cell.ship').count(), 17, 'the whole random layout is shown');
+    await bolek.page.click('[data-testid=by-hand]');
+    await bolek.page.waitForSelector('[data-testid=rotate]', WAIT);
+    assert.equal(await bolek.page.locator('[data-testid=rotate]').innerText(), 'Obróć: poziomo', 'the phone’s Rotate button names no key');
+    await bolek.page.click('[data-testid=reroll]');
+    await bolek.page.waitForSelector('[data-testid=own-board] .cell.ship.draft', WAIT);
     assert.equal(await bolek.page.locator('[data-testid=next-ship]').count(), 0, 'no “next ship” while the random layout is shown');
     assert.equal(await bolek.page.locator('[data-testid=ship-list] li[data-state=drafted]').count(), 5, 'every ship is listed where the layout has it');
     assert.match(await bolek.page.textContent('[data-testid=ship-list]'), /wylosowany/);
@@ -473,6 +479,7 @@ async function main() {
     log('Ala places by hand: hints, rotate (key and button), pick up and move, drag by mouse, random for the rest');
     await ala.page.click('[data-testid=by-hand]');
     await waitNextShip(ala.page, 'Carrier');
+    assert.equal(await ala.page.locator('[data-testid=rotate]').innerText(), 'Rotate: horizontal (R)', 'with a keyboard, the button names its key');
     assert.match(await own(ala.page, 'A1').getAttribute('class'), /hint/);
     assert.equal(await own(ala.page, 'G1').getAttribute('aria-disabled'), 'true', 'a carrier cannot start on G1 horizontally');
     assert.match(await own(ala.page, 'A1').getAttribute('aria-label'), /^A1, /);
@@ -808,6 +815,7 @@ async function main() {
     log('never miss your turn: sound on (a WebAudio cue), notifications asked for, a 6 s shot clock, the player on turn on another page');
     for (const player of [ala, bolek]) {
       await openMenu(player.page);
+      assert.equal(await player.page.getAttribute('[data-testid=sound]', 'aria-pressed'), 'false', 'sound is off by default');
       await player.page.click('[data-testid=sound]');
       await player.page.waitForSelector('[data-testid=sound][aria-pressed=true]', WAIT);
       assert.ok(await player.page.evaluate(() => window.statkiTones) > 0, `${player.label}: switching sound on plays a synthesised cue`);
@@ -853,24 +861,33 @@ async function main() {
     await placeAtRandom(ala.page);
     await placeAtRandom(bolek.page);
     log('time running out: the clock turns urgent at 5 s left, with a cue for the player whose clock it is');
-    {
-      const opener = await waitForTurn([ala, bolek]);
-      const mine = opener.page.locator('[data-testid=players] .player-chip.me .clock');
-      const tones = await opener.page.evaluate(() => window.statkiTones);
-      const fresh = await mine.evaluate((el) => [el.textContent, el.className]);
-      assert.doesNotMatch(fresh[1], /urgent/, `a fresh 10 s clock is not urgent: ${fresh}`);
-      await opener.page.waitForSelector('[data-testid=players] .player-chip.me .clock.urgent', WAIT);
-      const atUrgent = await mine.textContent();
-      assert.ok(['0:05', '0:04'].includes(atUrgent), `urgent from 5 s left, at ${atUrgent}`);
-      await opener.page.waitForFunction((before) => window.statkiTones > before, tones, WAIT);
-      const cells = await opener.page.evaluate(() => [...document.querySelectorAll('[data-testid=target-board] .cell[aria-disabled=false]')].map((el) => el.dataset.cell));
-      await fire(opener.page, cells[0]);
-    }
-    const away = await waitForTurn([ala, bolek]);
-    const present = away === ala ? bolek : ala;
+    const present = await waitForTurn([ala, bolek]);
+    const away = present === ala ? bolek : ala;
+    // The other player leaves for another page before the turn comes to them.
     // The same document (only the hash changes), so the count of tones carries on.
     const tonesBefore = await away.page.evaluate(() => window.statkiTones);
     await away.page.goto(`${BASE}/#/ladder/statki`);
+    {
+      const mine = present.page.locator('[data-testid=players] .player-chip.me .clock');
+      const tones = await present.page.evaluate(() => window.statkiTones);
+      const fresh = await mine.evaluate((el) => [el.textContent, el.className]);
+      assert.doesNotMatch(fresh[1], /urgent/, `a fresh 10 s clock is not urgent: ${fresh}`);
+      await present.page.waitForSelector('[data-testid=players] .player-chip.me .clock.urgent', WAIT);
+      const atUrgent = await mine.textContent();
+      assert.ok(['0:05', '0:04'].includes(atUrgent), `urgent from 5 s left, at ${atUrgent}`);
+      await present.page.waitForFunction((before) => window.statkiTones > before, tones, WAIT);
+      // From now on the page notes what the opponent's clock said when it first turned urgent.
+      await present.page.evaluate(() => {
+        window.statkiUrgentAt = null;
+        const bar = document.querySelector('[data-testid=players]');
+        new MutationObserver(() => {
+          const clock = bar.querySelector('.player-chip:not(.me) .clock');
+          if (window.statkiUrgentAt === null && clock && clock.classList.contains('urgent')) window.statkiUrgentAt = clock.textContent;
+        }).observe(bar, { subtree: true, childList: true, attributes: true, characterData: true });
+      });
+      const cells = await present.page.evaluate(() => [...document.querySelectorAll('[data-testid=target-board] .cell[aria-disabled=false]')].map((el) => el.dataset.cell));
+      await fire(present.page, cells[0]);
+    }
     const turnToast = away.page.locator('.toast.turn');
     await turnToast.waitFor(WAIT);
     await away.page.waitForFunction((before) => window.statkiTones > before, tonesBefore, WAIT);
@@ -884,15 +901,18 @@ async function main() {
     const theirClock = present.page.locator('[data-testid=players] .player-chip:not(.me) .clock');
     await theirClock.and(present.page.locator('.running')).waitFor(WAIT);
     await present.page.waitForSelector('[data-testid=players] .player-chip:not(.me) .clock.urgent', WAIT);
-    assert.ok(['0:05', '0:04'].includes(await theirClock.textContent()), 'the opponent’s clock turns urgent at 5 s left, not before');
+    const theirsAtUrgent = await present.page.evaluate(() => window.statkiUrgentAt);
+    assert.ok(['0:05', '0:04'].includes(theirsAtUrgent), `the opponent’s clock turns urgent at 5 s left, not before (at ${theirsAtUrgent})`);
     assert.doesNotMatch(await present.page.getAttribute('[data-testid=players] .player-chip.me .clock', 'class'), /urgent/, 'the waiting player’s own clock is never urgent');
     // Looked for from now on: the away page's toast and the present page's result come together.
     // This match's toast: another result may be told too (the battaglia match above, when its
     // winner left its page before the resignation reached it).
     const awayResult = away.page.locator('[data-testid=away-result]', { hasText: /You lost|Przegrałeś/ });
     const awayResultShown = awayResult.waitFor({ timeout: 30_000 }).then(async () => ({ text: await awayResult.textContent() }), (error) => ({ error }));
+    const tonesBeforeEnd = await present.page.evaluate(() => window.statkiTones);
     await present.page.waitForSelector('[data-testid=result]', { timeout: 20_000 });
     assert.match(await present.page.textContent('[data-testid=result]'), /You won|Wygrałeś/);
+    await present.page.waitForFunction((before) => window.statkiTones > before, tonesBeforeEnd, WAIT);
     log('the result reached while away is shown on return, and the list is up to date');
     // It once went missing whenever the match's creator was the one away: the watcher took
     // the match, seen waiting on its own page, for one already ended.
@@ -913,6 +933,7 @@ async function main() {
     await away.page.waitForSelector('[data-testid=my-matches] .row', WAIT);
     await away.page.waitForTimeout(POLL_SETTLE_MS);
     assert.equal(await away.page.locator('.toast').count(), 0, `no toast after a reload: ${await away.page.locator('.toast').allTextContents()}`);
+    assert.equal(await away.page.getAttribute('[data-testid=sound]', 'aria-pressed'), 'true', 'the sound stays on after a reload (remembered; off by default)');
     assert.equal(await away.page.title(), 'Statki');
 
     log('lobby: an open match with a house option, and the ranked queue pairing two players');
