@@ -456,6 +456,7 @@ async function main() {
     await bolek.page.click('[data-testid=by-hand]');
     await bolek.page.waitForSelector('[data-testid=rotate]', WAIT);
     assert.equal(await bolek.page.locator('[data-testid=rotate]').innerText(), 'Obróć: poziomo', 'the phone’s Rotate button names no key');
+    assert.equal(await bolek.page.locator('[data-testid=rotate] .key-hint').isVisible(), false);
     await bolek.page.click('[data-testid=reroll]');
     await bolek.page.waitForSelector('[data-testid=own-board] .cell.ship.draft', WAIT);
     assert.equal(await bolek.page.locator('[data-testid=next-ship]').count(), 0, 'no “next ship” while the random layout is shown');
@@ -479,7 +480,8 @@ async function main() {
     log('Ala places by hand: hints, rotate (key and button), pick up and move, drag by mouse, random for the rest');
     await ala.page.click('[data-testid=by-hand]');
     await waitNextShip(ala.page, 'Carrier');
-    assert.equal(await ala.page.locator('[data-testid=rotate]').innerText(), 'Rotate: horizontal (R)', 'with a keyboard, the button names its key');
+    assert.equal(await ala.page.locator('[data-testid=rotate]').textContent(), 'Rotate: horizontal (R)');
+    assert.ok(await ala.page.locator('[data-testid=rotate] .key-hint').isVisible(), 'with a keyboard, the button names its key');
     assert.match(await own(ala.page, 'A1').getAttribute('class'), /hint/);
     assert.equal(await own(ala.page, 'G1').getAttribute('aria-disabled'), 'true', 'a carrier cannot start on G1 horizontally');
     assert.match(await own(ala.page, 'A1').getAttribute('aria-label'), /^A1, /);
