@@ -978,6 +978,17 @@ async function main() {
     const alaAfter = /→ (\d+)/.exec(await ala.page.textContent('[data-testid=rating-change]'))[1];
     const bolekAfter = /→ (\d+)/.exec(await bolek.page.textContent('[data-testid=rating-change]'))[1];
     await ala.page.waitForFunction((rating) => document.querySelector('[data-testid=players] .player-chip.me [data-testid=rating]').textContent === rating, alaAfter, WAIT);
+    {
+      // The summary's rating change, both players, as the match's rating_updated event says.
+      const rated = (await viewOf(ala.page, `${matchIdOf(ala.page)}/events`)).find((event) => event.kind === 'rating_updated');
+      for (const change of rated.changes) {
+        const delta = Math.round(change.after.rating) - Math.round(change.before.rating);
+        const cell = `[data-testid=summary] td[data-stat=rating][data-player="${change.player}"]`;
+        await ala.page.waitForSelector(cell, WAIT);
+        assert.equal(await ala.page.textContent(cell), delta >= 0 ? `+${delta}` : `−${-delta}`, 'the summary’s rating change is the event’s');
+      }
+      log(`ranked summary: rating changes ${rated.changes.map((change) => (Math.round(change.after.rating) - Math.round(change.before.rating))).join(', ')} as rating_updated says`);
+    }
 
     log('ladder and profile');
     await bolek.page.goto(`${BASE}/#/ladder/statki`);
