@@ -627,6 +627,10 @@ async function main() {
           assert.match(await landed.getAttribute('class'), /\bfresh-(hit|sunk)\b/, 'a hit just landed plays its animation');
           assert.notEqual(await landed.evaluate((el) => getComputedStyle(el).animationName), 'none');
         }
+        if (alaShots === 1) {
+          // The open sea has a swell drawn on it (its colour, which contrasts are measured against, stays flat).
+          assert.match(await target(ala.page, 'J10').evaluate((el) => getComputedStyle(el).backgroundImage), /^url\("data:image\/svg\+xml/, 'water reads as water');
+        }
         if (alaShots === 5) {
           // Bolek's carrier (his first five cells) has just gone down: its deck sinks.
           const sinking = ala.page.locator('[data-testid=target-board] .ship-art.sinking');
