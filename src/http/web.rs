@@ -40,6 +40,11 @@ static ASSETS: &[Asset] = &[
     asset!("index.html", "text/html; charset=utf-8"),
     asset!("style.css", "text/css; charset=utf-8"),
     asset!("icon.svg", "image/svg+xml"),
+    asset!("icon-192.png", "image/png"),
+    asset!("icon-512.png", "image/png"),
+    asset!("icon-maskable-512.png", "image/png"),
+    asset!("manifest.webmanifest", "application/manifest+json"),
+    asset!("sw.js", JS),
     asset!("js/main.js", JS),
     asset!("js/api.js", JS),
     asset!("js/sse.js", JS),
@@ -50,6 +55,7 @@ static ASSETS: &[Asset] = &[
     asset!("js/commit.js", JS),
     asset!("js/names.js", JS),
     asset!("js/alerts.js", JS),
+    asset!("js/ships.js", JS),
     asset!("js/views/auth.js", JS),
     asset!("js/views/lobby.js", JS),
     asset!("js/views/match.js", JS),
@@ -61,11 +67,17 @@ static ASSETS: &[Asset] = &[
 pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
         .route("/", get(index))
+        // The service worker at the root, so its scope is the whole site.
+        .route("/sw.js", get(service_worker))
         .route("/app/{*path}", get(asset))
 }
 
 async fn index(headers: HeaderMap) -> Response {
     serve("index.html", &headers)
+}
+
+async fn service_worker(headers: HeaderMap) -> Response {
+    serve("sw.js", &headers)
 }
 
 async fn asset(Path(path): Path<String>, headers: HeaderMap) -> Response {

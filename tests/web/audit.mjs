@@ -20,6 +20,36 @@ async function axeViolations(page) {
   });
 }
 
+/**
+ * Every control (link, button, field, summary) that is shown must lie on screen: nothing
+ * scrolls to a negative x, so a control pushed off the left edge is otherwise never caught.
+ * Controls inside a box that scrolls sideways by design (a wide table) are left out.
+ * Returns the controls off screen, described.
+ */
+export async function controlsOffScreen(page) {
+  return page.evaluate(() => {
+    const width = document.documentElement.clientWidth;
+    const scrollsSideways = (el) => {
+      for (let node = el.parentElement; node && node !== document.body; node = node.parentElement) {
+        const overflow = getComputedStyle(node).overflowX;
+        if (overflow === 'auto' || overflow === 'scroll') return true;
+      }
+      return false;
+    };
+    return [...document.querySelectorAll('a[href], button, select, input, textarea, summary')]
+      .filter((el) => !el.classList.contains('skip') && !el.closest('.visually-hidden') && el.getClientRects().length > 0)
+      .filter((el) => { const box = el.getBoundingClientRect(); return box.width > 1 && (box.left < -0.5 || box.right > width + 0.5) && !scrollsSideways(el); })
+      .map((el) => { const box = el.getBoundingClientRect(); return `${el.tagName.toLowerCase()}${el.className ? `.${el.className}` : ''} "${(el.textContent || el.value || '').trim().slice(0, 30)}" at x ${Math.round(box.left)}…${Math.round(box.right)}`; });
+  });
+}
+
+/** The boxes of the header's controls: [text, left, right, top, bottom]. */
+export async function headerBoxes(page) {
+  return page.evaluate(() => [...document.querySelectorAll('header.top a[href], header.top button, header.top select')]
+    .filter((el) => el.getClientRects().length > 0)
+    .map((el) => { const box = el.getBoundingClientRect(); return [(el.textContent || '').trim().replace(/\s+/g, ' ').slice(0, 24), Math.round(box.left), Math.round(box.right), Math.round(box.top), Math.round(box.bottom)]; }));
+}
+
 async function sidewaysScroll(page) {
   return page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
 }
@@ -71,9 +101,34 @@ export async function boardContrasts(page) {
       add('grid line vs water', grid, cellColour);
     }
     const waterColour = water ? parse(getComputedStyle(water).backgroundColor) : null;
+    // An own hit: a fill inside the hull's rim; the fill against the hull, the rim against the water.
+    const ownHit = first('.cell.ship.hit');
+    if (ownHit) {
+      const fill = parse(getComputedStyle(ownHit, '::before').backgroundColor);
+      const rim = shadowColours(getComputedStyle(ownHit, '::before').boxShadow)[0];
+      const hull = first('.owner-me .cell.ship:not(.hit):not(.sunk-own)');
+      add('own hit segment vs own hull', fill, hull ? parse(getComputedStyle(hull, '::before').backgroundColor) : rim);
+      add('own hit segment vs its rim', fill, rim);
+      add('own hit rim vs water', rim, waterColour);
+    }
+    // The decks drawn on the ships (web/js/ships.js) against the hull they lie on.
+    for (const art of document.querySelectorAll('.board .ship-art')) {
+      const tone = [...art.classList].find((name) => name.startsWith('tone-'));
+      const what = `ship deck (${tone.slice(5)}) vs hull`;
+      if (pairs.some(([name]) => name === what)) continue;
+      const board = art.closest('.board');
+      const hullCell = art.dataset.cells.split('.').map((cell) => board.querySelector(`[data-cell="${cell}"]`)).find((cell) => cell && !cell.classList.contains('hit'));
+      if (hullCell) add(what, parse(getComputedStyle(art).color), parse(getComputedStyle(hullCell, '::before').backgroundColor));
+    }
+    // Aiming at a cell of the target sea: the ring and the dot against the water.
+    const aimed = first('.board.interactive .cell.unknown[data-aim][aria-disabled="false"]');
+    if (aimed) {
+      const under = parse(getComputedStyle(aimed).backgroundColor);
+      add('aiming ring vs water', shadowColours(getComputedStyle(aimed).boxShadow)[0], under);
+      add('aiming dot vs water', parse(getComputedStyle(aimed, '::after').borderTopColor), under);
+    }
     for (const [what, selector] of [
       ['own hull vs water', '.owner-me .cell.ship:not(.hit):not(.sunk-own)'],
-      ['hit hull vs water', '.cell.ship.hit'],
       ['sunk own hull vs water', '.cell.ship.sunk-own'],
       ['sunk ship vs water', '.cell.sunk'],
       ['placement preview vs water', '.cell.preview'],
@@ -123,6 +178,7 @@ export async function audit(page, name, { log = () => {} } = {}) {
         if (await sidewaysScroll(page) > 0) {
           assert.fail(`${where}: the page scrolls sideways by ${await sidewaysScroll(page)} px: ${(await overflowing(page)).join(', ')}`);
         }
+        assert.deepEqual(await controlsOffScreen(page), [], `${where}: every control on screen`);
         assert.deepEqual(await axeViolations(page), [], `${where}: axe-core violations`);
         for (const [what, ratio] of await boardContrasts(page)) {
           assert.ok(ratio >= 3, `${where}: ${what} is ${ratio}:1, under 3:1`);

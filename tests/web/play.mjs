@@ -11,7 +11,7 @@
 import { chromium } from 'playwright-core';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
-import { audit } from './audit.mjs';
+import { audit, boardContrasts, controlsOffScreen, headerBoxes } from './audit.mjs';
 
 const BASE = process.env.STATKI_URL || 'http://127.0.0.1:8080';
 const SCREENSHOTS = process.env.SCREENSHOTS || '';
@@ -23,6 +23,8 @@ const started = Date.now();
 const suffix = Math.random().toString(36).slice(2, 7);
 
 const errors = [];
+// Pages taken offline on purpose: their failed loads are the point, not errors.
+const offline = new Set();
 function log(step) {
   console.log(`[${((Date.now() - started) / 1000).toFixed(1)}s] ${step}`);
 }
@@ -41,7 +43,7 @@ async function newPlayer(browser, label, { locale = 'en-GB', viewport = { width:
   });
   const page = await context.newPage();
   page.on('console', (message) => {
-    if (message.type() !== 'error') return;
+    if (message.type() !== 'error' || offline.has(label)) return;
     // A refused request is logged by Chromium itself; the page shows the refusal.
     if (/^Failed to load resource: the server responded with a status of 4\d\d/.test(message.text())) return;
     errors.push(`${label}: ${message.text()}`);
@@ -71,8 +73,14 @@ async function register(page, name, password) {
   await page.fill('#register-name', name);
   if (password && await page.locator('#register-password').count()) await page.fill('#register-password', password);
   await page.click('[data-testid=register] button[type=submit]');
-  await page.waitForSelector('[data-testid=me]', WAIT);
+  await page.waitForSelector('[data-testid=me]', { ...WAIT, state: 'attached' });
   assert.equal(await page.textContent('[data-testid=me]'), name);
+}
+
+/** Opens the header's menu where the page folds the account's controls behind it (a phone). */
+async function openMenu(page) {
+  const toggle = page.locator('[data-testid=menu]');
+  if (await toggle.isVisible() && (await toggle.getAttribute('aria-expanded')) !== 'true') await toggle.click();
 }
 
 const own = (page, cell) => page.locator(`[data-testid=own-board] [data-cell="${cell}"]`);
@@ -292,6 +300,40 @@ function bestShot(view, { shipsMayTouch }) {
   return null;
 }
 
+/**
+ * The end-of-game summary as the events say it, computed here on its own: per player the
+ * shots, hits (a sinking shot is a hit), accuracy, longest run of hits, the time from the
+ * turn coming to them (the battle's start or the shot before) to each shot, summed, and
+ * the rating change (as rounded on the ladder), as the page prints them.
+ */
+function summaryFromEvents(events) {
+  const started = events.find((event) => event.kind === 'battle_started');
+  const players = [...new Set(events.filter((event) => event.kind === 'shot_fired').map((event) => event.player))];
+  const figures = new Map();
+  for (const player of players) {
+    let shots = 0; let hits = 0; let run = 0; let streak = 0; let used = 0;
+    let from = Date.parse(started.at);
+    for (const event of events.filter((e) => e.kind === 'shot_fired')) {
+      if (event.player === player) {
+        shots += 1;
+        used += Date.parse(event.at) - from;
+        if (event.outcome === 'miss') run = 0; else { hits += 1; run += 1; streak = Math.max(streak, run); }
+      }
+      from = Date.parse(event.at);
+    }
+    const rated = events.find((event) => event.kind === 'rating_updated');
+    const change = rated && rated.changes.find((entry) => entry.player === player);
+    const delta = change ? Math.round(change.after.rating) - Math.round(change.before.rating) : null;
+    const seconds = Math.round(used / 1000);
+    figures.set(player, {
+      shots: String(shots), hits: String(hits), accuracy: `${Math.round((100 * hits) / shots)} %`, streak: String(streak),
+      time: `${Math.floor(seconds / 60)}:${String(seconds % 60).padStart(2, '0')}`,
+      rating: delta === null ? '—' : delta >= 0 ? `+${delta}` : `−${-delta}`,
+    });
+  }
+  return figures;
+}
+
 async function main() {
   if (SCREENSHOTS) mkdirSync(SCREENSHOTS, { recursive: true });
   const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] });
@@ -320,6 +362,55 @@ async function main() {
     await ala.page.waitForSelector('[data-testid=my-matches] .empty', WAIT);
     await audit(ala.page, 'lobby', { log });
 
+    log('the lobby’s first load, everything compressed as sent: at most 100 KB');
+    {
+      const session = await ala.page.evaluate(() => localStorage.getItem('statki.session'));
+      const context = await browser.newContext({ viewport: { width: 360, height: 740 } });
+      await context.addInitScript((kept) => { if (!localStorage.getItem('statki.session')) localStorage.setItem('statki.session', kept); }, session);
+      const page = await context.newPage();
+      const cdp = await context.newCDPSession(page);
+      await cdp.send('Network.enable');
+      const sizes = new Map();
+      const urls = new Map();
+      cdp.on('Network.responseReceived', (event) => urls.set(event.requestId, event.response.url));
+      cdp.on('Network.loadingFinished', (event) => sizes.set(event.requestId, event.encodedDataLength));
+      await page.goto(`${BASE}/`);
+      await page.waitForSelector('.lobby:not(.pending) [data-testid=my-matches] .empty', WAIT);
+      await page.waitForTimeout(1000);
+      const bytes = [...sizes.values()].reduce((sum, size) => sum + size, 0);
+      const largest = [...sizes].sort((a, b) => b[1] - a[1]).slice(0, 4).map(([request, size]) => `${(urls.get(request) || '?').replace(BASE, '')} ${(size / 1024).toFixed(1)} KB`);
+      log(`lobby first load: ${(bytes / 1024).toFixed(1)} KB in ${sizes.size} answers (largest: ${largest.join(', ')})`);
+      assert.ok(bytes <= 100 * 1024, `the lobby's first load is ${(bytes / 1024).toFixed(1)} KB, over 100 KB`);
+      await context.close();
+    }
+
+    log('at 360 px every header control is on screen, in English and in Polish');
+    {
+      await ala.page.setViewportSize({ width: 360, height: 740 });
+      const menuOpen = async () => (await ala.page.getAttribute('[data-testid=menu]', 'aria-expanded')) === 'true';
+      for (const language of ['en', 'pl']) {
+        await openMenu(ala.page);
+        await ala.page.selectOption('header select.language', language);
+        await ala.page.waitForFunction((code) => document.documentElement.lang === code, language, WAIT);
+        // Folded: the brand, the three links and the Menu button.
+        if (await menuOpen()) await ala.page.click('[data-testid=menu]');
+        const folded = await headerBoxes(ala.page);
+        const height = await ala.page.locator('header.top').evaluate((el) => Math.round(el.getBoundingClientRect().height));
+        assert.equal(folded.length, 5, `folded: ${JSON.stringify(folded)}`);
+        for (const [text, left, right] of folded) assert.ok(left >= 0 && right <= 360, `${language}: “${text}” on screen, folded: x ${left}…${right}`);
+        // Opened: the account's controls too.
+        await openMenu(ala.page);
+        const boxes = await headerBoxes(ala.page);
+        assert.ok(boxes.length >= 10, `the header's controls are found: ${JSON.stringify(boxes)}`);
+        for (const [text, left, right] of boxes) assert.ok(left >= 0 && right <= 360, `${language}: “${text}” on screen at 360 px: x ${left}…${right}`);
+        assert.deepEqual(await controlsOffScreen(ala.page), [], `${language}: every control of the lobby on screen`);
+        log(`header at 360 px (${language}): folded ${height} px high (${folded.map(([text, left, right]) => `${text || '?'} ${left}…${right}`).join('; ')}); opened: ${boxes.map(([text, left, right, top]) => `${text || '?'} ${left}…${right}@${top}`).join('; ')}`);
+      }
+      await ala.page.selectOption('header select.language', 'en');
+      if (await menuOpen()) await ala.page.click('[data-testid=menu]');
+      await ala.page.setViewportSize({ width: 1280, height: 900 });
+    }
+
     log('the theme switch overrides the system theme');
     await ala.page.selectOption('[data-testid=theme]', 'dark');
     assert.equal(await ala.page.evaluate(() => document.documentElement.dataset.theme), 'dark');
@@ -336,7 +427,7 @@ async function main() {
     const id = await createMatch(ala.page, 'statki');
     await ala.page.waitForSelector('[data-testid=status]:has-text("Waiting")', WAIT);
     await joinFromLobby(bolek.page, id);
-    await ala.page.waitForSelector('[data-testid=next-ship]', WAIT);
+    await ala.page.waitForSelector('[data-testid=placed-count]', WAIT);
 
     log('presence: the opponent shown online, away while their page is closed, online again');
     {
@@ -349,14 +440,31 @@ async function main() {
       // The server notices a closed stream at once, or at its next keep-alive (15 s) at the latest.
       await ala.page.waitForSelector('[data-testid=players] .player-chip:not(.me) [data-testid=presence][data-presence=away]', { timeout: 25_000 });
       assert.match(await theirPresence.textContent(), /away/);
+      await ala.page.waitForSelector('[data-testid=players] .player-chip:not(.me) [data-testid=away-note]:visible', WAIT);
+      assert.equal(await ala.page.textContent('[data-testid=players] .player-chip:not(.me) [data-testid=away-note]'), 'away', 'away is written on the chip, not only a hollow dot');
+      await ala.page.waitForSelector('[data-testid=announce]:has-text("has left the match page")', WAIT);
       await bolek.page.goto(bolekMatch);
       await ala.page.waitForSelector('[data-testid=players] .player-chip:not(.me) [data-testid=presence][data-presence=online]', WAIT);
+      await ala.page.waitForSelector('[data-testid=announce]:has-text("is back")', WAIT);
+      assert.equal(await ala.page.locator('[data-testid=players] .player-chip:not(.me) [data-testid=away-note]:visible').count(), 0);
       await bolek.page.waitForSelector('[data-testid=players] .player-chip:not(.me) [data-testid=presence][data-presence=online]', WAIT);
     }
 
     log('Bolek: a random layout shown first, re-rolled, a ship dragged by touch, then Ready');
     await bolek.page.waitForSelector('[data-testid=own-board] .cell.ship.draft', WAIT);
     assert.equal(await bolek.page.locator('[data-testid=own-board] .cell.ship').count(), 17, 'the whole random layout is shown');
+    await bolek.page.click('[data-testid=by-hand]');
+    await bolek.page.waitForSelector('[data-testid=rotate]', WAIT);
+    assert.equal(await bolek.page.locator('[data-testid=rotate]').innerText(), 'Obróć: poziomo', 'the phone’s Rotate button names no key');
+    assert.equal(await bolek.page.locator('[data-testid=rotate] .key-hint').isVisible(), false);
+    await bolek.page.click('[data-testid=reroll]');
+    await bolek.page.waitForSelector('[data-testid=own-board] .cell.ship.draft', WAIT);
+    assert.equal(await bolek.page.locator('[data-testid=next-ship]').count(), 0, 'no “next ship” while the random layout is shown');
+    assert.equal(await bolek.page.locator('[data-testid=ship-list] li[data-state=drafted]').count(), 5, 'every ship is listed where the layout has it');
+    assert.match(await bolek.page.textContent('[data-testid=ship-list]'), /wylosowany/);
+    assert.doesNotMatch(await bolek.page.textContent('[data-testid=ship-list]'), /nieustawiony/, 'no ship listed as not placed');
+    assert.match(await bolek.page.textContent('[data-testid=status]'), /losowy układ/);
+    assert.equal(await bolek.page.textContent('[data-testid=placed-count]'), 'Ustawione okręty: 5 z 5');
     assert.ok((await viewOf(bolek.page, id)).fleet.every((ship) => !ship.placement), 'nothing is sent before Ready');
     const layout = () => bolek.page.evaluate(() => [...document.querySelectorAll('[data-testid=own-board] .cell.ship')].map((el) => el.dataset.cell).join(','));
     const firstLayout = await layout();
@@ -372,6 +480,8 @@ async function main() {
     log('Ala places by hand: hints, rotate (key and button), pick up and move, drag by mouse, random for the rest');
     await ala.page.click('[data-testid=by-hand]');
     await waitNextShip(ala.page, 'Carrier');
+    assert.equal(await ala.page.locator('[data-testid=rotate]').textContent(), 'Rotate: horizontal (R)');
+    assert.ok(await ala.page.locator('[data-testid=rotate] .key-hint').isVisible(), 'with a keyboard, the button names its key');
     assert.match(await own(ala.page, 'A1').getAttribute('class'), /hint/);
     assert.equal(await own(ala.page, 'G1').getAttribute('aria-disabled'), 'true', 'a carrier cannot start on G1 horizontally');
     assert.match(await own(ala.page, 'A1').getAttribute('aria-label'), /^A1, /);
@@ -408,12 +518,35 @@ async function main() {
     assert.equal((await viewOf(ala.page, id)).fleet[2].placement.cell, 'A5', 'the dragged cruiser stands at A5');
     await own(ala.page, 'A7').click();
     await waitNextShip(ala.page, 'Destroyer');
+    log('placement feedback: a refused cell is told; the last ship is held for a review, not locked');
+    {
+      // A horizontal destroyer from J10 would leave the sea.
+      assert.equal(await own(ala.page, 'J10').getAttribute('aria-disabled'), 'true');
+      await own(ala.page, 'J10').click({ force: true });
+      await ala.page.waitForSelector('[data-testid=place-note]:has-text("cannot start at J10")', WAIT);
+      assert.match(await own(ala.page, 'J10').getAttribute('class'), /\brefused\b/, 'the refused cell shakes');
+      await own(ala.page, 'H10').click();
+      await ala.page.waitForSelector('[data-testid=status]:has-text("check your fleet")', WAIT);
+      assert.equal((await viewOf(ala.page, id)).fleet_locked, false, 'the last ship placed by hand does not lock the fleet');
+      assert.equal(await ala.page.locator('[data-testid=ship-list] li[data-state=unplaced]').count(), 0);
+      assert.equal(await ala.page.locator('[data-testid=ready]').count(), 1, 'Ready waits for the player');
+      assert.equal(await ala.page.textContent('[data-testid=placed-count]'), '5 of 5 ships placed');
+      await ala.page.click('[data-testid=ship-list] li[data-state=drafted] button');
+      await waitNextShip(ala.page, 'Destroyer');
+    }
     await ala.page.click('[data-testid=reroll]:has-text("Random for the rest")');
     await ala.page.waitForSelector('[data-testid=own-board] .cell.ship.draft', WAIT);
     assert.equal(await ala.page.locator('[data-testid=own-board] .cell.ship.draft').count(), 2, 'only the destroyer is drawn at random');
     await placeAtRandom(ala.page);
     await ala.page.waitForSelector('[data-testid=target-board]', { ...WAIT, state: 'visible' });
     const alaView = await viewOf(ala.page, id);
+    log('ships drawn as ships: one deck per class, horizontal and vertical');
+    {
+      const arts = await ala.page.evaluate(() => [...document.querySelectorAll('[data-testid=own-board] .ship-art')].map((el) => `${el.dataset.kind}:${el.classList.contains('v') ? 'v' : 'h'}`));
+      // The destroyer was drawn at random, either way.
+      assert.deepEqual(arts.filter((art) => !art.startsWith('destroyer')).sort(), ['battleship:v', 'carrier:h', 'cruiser:h', 'submarine:h'], `one deck per ship: ${arts}`);
+      assert.equal(arts.filter((art) => art.startsWith('destroyer')).length, 1);
+    }
     assert.deepEqual(alaView.fleet.slice(0, 4).map((ship) => `${ship.placement.cell}${ship.placement.orientation[0]}`), ['A3h', 'J1v', 'A5h', 'A7h'], 'random for the rest kept the ships placed by hand');
 
     log('battle, watched by a spectator');
@@ -436,6 +569,8 @@ async function main() {
     for (let row = 10; row >= 1 && bolekTargets.length < 40; row -= 1) {
       for (const col of 'JIHGFEDCBA') if (!alaShips.has(`${col}${row}`)) bolekTargets.push(`${col}${row}`);
     }
+    // Bolek's third shot hits the stern of Ala's carrier (A3…E3), so her sea shows an own hit.
+    bolekTargets.splice(2, 0, 'E3');
     log('clocks per player: only the player on turn counts down; who fires first is said');
     {
       const opener = await waitForTurn([ala, bolek]);
@@ -492,10 +627,22 @@ async function main() {
           assert.match(await landed.getAttribute('class'), /\bfresh-(hit|sunk)\b/, 'a hit just landed plays its animation');
           assert.notEqual(await landed.evaluate((el) => getComputedStyle(el).animationName), 'none');
         }
+        if (alaShots === 1) {
+          // The open sea has a swell drawn on it (its colour, which contrasts are measured against, stays flat).
+          assert.match(await target(ala.page, 'J10').evaluate((el) => getComputedStyle(el).backgroundImage), /^url\("data:image\/svg\+xml/, 'water reads as water');
+        }
+        if (alaShots === 5) {
+          // Bolek's carrier (his first five cells) has just gone down: its deck sinks.
+          const sinking = ala.page.locator('[data-testid=target-board] .ship-art.sinking');
+          assert.equal(await sinking.getAttribute('data-kind'), 'carrier', 'the sunk carrier is drawn as a carrier');
+          assert.equal(await sinking.evaluate((el) => getComputedStyle(el).animationName), 'sinking', 'and plays its sinking');
+        }
         if (alaShots === 4 && SCREENSHOTS) await shoot(ala.page, 'battle');
         if (alaShots === 4) {
           const battle = await audit(ala.page, 'battle', { log });
-          for (const what of ['hit cell vs water', 'hit ✕ vs hit cell', 'latest-shot ring vs its cell']) assert.ok(battle.has(`${what} (light)`), `battle measured ${what}`);
+          for (const what of ['hit cell vs water', 'hit ✕ vs hit cell', 'latest-shot ring vs its cell', 'own hit segment vs own hull', 'own hit rim vs water', 'own hit ✕ vs hull', 'ship deck (me) vs hull']) {
+            for (const scheme of ['light', 'dark']) assert.ok(battle.has(`${what} (${scheme})`), `battle measured ${what} (${scheme})`);
+          }
           await audit(watcher.page, 'spectator', { log });
         }
 
@@ -515,7 +662,7 @@ async function main() {
           log('reload mid-battle');
           await bolek.page.reload();
           await bolek.page.waitForSelector('[data-testid=target-board]', { ...WAIT, state: 'visible' });
-          await bolek.page.waitForFunction(() => document.querySelectorAll('[data-testid=target-board] .cell.miss').length === 3, null, WAIT);
+          await bolek.page.waitForFunction(() => document.querySelectorAll('[data-testid=target-board] .cell:is(.miss, .hit)').length === 3, null, WAIT);
           reloaded = true;
         }
       }
@@ -542,6 +689,29 @@ async function main() {
     }
     // Bolek's fleet was revealed to nobody before; now Ala's sea shows where Bolek's ships... all sunk; Bolek sees Ala's unfound ships.
     assert.ok(await bolek.page.locator('[data-testid=target-board] .cell.revealed').count() > 0, 'the loser sees the winner’s fleet opened');
+    log('the end-of-game summary: each figure recomputed here from the match’s events');
+    {
+      const events = await viewOf(ala.page, `${id}/events`);
+      const expected = summaryFromEvents(events);
+      for (const player of [ala, bolek, watcher]) {
+        await player.page.waitForSelector('[data-testid=summary] td[data-stat=shots]', WAIT);
+        const shown = await player.page.evaluate(() => Object.fromEntries([...document.querySelectorAll('[data-testid=summary] td')].map((td) => [`${td.dataset.player}|${td.dataset.stat}`, td.textContent])));
+        for (const [who, figures] of expected) {
+          for (const [stat, text] of Object.entries(figures)) {
+            assert.equal(shown[`${who}|${stat}`], text, `${player.label} sees ${stat} of ${who} as the events say`);
+          }
+        }
+        // The summary comes first, the fleet commitments folded away after it.
+        assert.equal(await player.page.locator('[data-testid=commitments]').evaluate((el) => el.tagName === 'DETAILS' && !el.open), true, 'the commitments are folded away');
+        assert.ok(await player.page.locator('[data-testid=summary]').evaluate((el) => Boolean(el.compareDocumentPosition(document.querySelector('[data-testid=commitments]')) & Node.DOCUMENT_POSITION_FOLLOWING)), 'the summary comes before the commitments');
+      }
+      const alaFigures = expected.get(alaView.you);
+      assert.equal(alaFigures.shots, String(alaShots));
+      assert.equal(alaFigures.hits, '17', 'every shot of Ala’s found a ship');
+      assert.equal(alaFigures.accuracy, `${Math.round(1700 / alaShots)} %`);
+      assert.equal(expected.get(bolekView.you).hits, '1', 'Bolek hit the carrier once');
+      log(`summary checked against ${events.length} events: ${[...expected].map(([who, figures]) => `${who.slice(0, 8)} ${JSON.stringify(figures)}`).join('; ')}`);
+    }
     if (SCREENSHOTS) await shoot(ala.page, 'end');
     await audit(ala.page, 'end (winner)', { log });
     const loserEnd = await audit(bolek.page, 'end (loser)', { log });
@@ -550,7 +720,7 @@ async function main() {
     log('replay event by event');
     await ala.page.click('[data-testid=replay-link]');
     await ala.page.waitForSelector('[data-testid=replay-position]', WAIT);
-    await ala.page.waitForFunction(() => /(\d+) of \1/.test(document.querySelector('[data-testid=replay-position]').textContent), null, WAIT);
+    await ala.page.waitForFunction(() => /(\d+) of \1/.test((document.querySelector('[data-testid=replay-position]')?.textContent || '')), null, WAIT);
     const last = await ala.page.textContent('[data-testid=replay-event]');
     assert.match(last, /won|Ratings/);
     await ala.page.click('[data-testid=replay-prev]');
@@ -587,7 +757,7 @@ async function main() {
     await bolek.page.waitForURL((url) => url.hash.startsWith('#/m/') && !url.hash.includes(id), WAIT);
     await ala.page.waitForURL((url) => url.hash.startsWith('#/m/') && !url.hash.includes(id), WAIT);
     assert.equal(matchIdOf(ala.page), matchIdOf(bolek.page));
-    await ala.page.waitForSelector('[data-testid=next-ship]', WAIT);
+    await ala.page.waitForSelector('[data-testid=placed-count]', WAIT);
     await ala.page.click('[data-testid=resign] , .resign button');
     await ala.page.click('.resign button.danger');
     await ala.page.waitForSelector('[data-testid=result]:has-text("You lost")', WAIT);
@@ -596,6 +766,19 @@ async function main() {
     const classic = await createMatch(ala.page, 'classic');
     await joinFromLobby(bolek.page, classic);
     await ala.page.waitForSelector('[data-testid=ready]', WAIT);
+    log('classic placed by hand: ships of one class are counted');
+    await ala.page.click('[data-testid=by-hand]');
+    await waitNextShip(ala.page, 'Battleship');
+    assert.equal(await ala.page.locator('[data-testid=ship-count]').count(), 0, 'a single battleship has no counter');
+    await own(ala.page, 'A1').click();
+    await waitNextShip(ala.page, 'Cruiser');
+    assert.equal(await ala.page.textContent('[data-testid=ship-count]'), ' — 1 of 2');
+    await own(ala.page, 'A3').click();
+    await ala.page.waitForSelector('[data-testid=ship-count]:has-text("2 of 2")', WAIT);
+    await own(ala.page, 'A5').click();
+    await ala.page.waitForSelector('[data-testid=ship-count]:has-text("1 of 3")', WAIT);
+    assert.match(await ala.page.textContent('[data-testid=next-ship]'), /^Next: Destroyer \(2 cells\) — 1 of 3$/);
+    await ala.page.click('[data-testid=reroll]');
     await placeAtRandom(ala.page);
     await placeAtRandom(bolek.page);
     const first = await waitForTurn([ala, bolek]);
@@ -637,6 +820,8 @@ async function main() {
 
     log('never miss your turn: sound on (a WebAudio cue), notifications asked for, a 6 s shot clock, the player on turn on another page');
     for (const player of [ala, bolek]) {
+      await openMenu(player.page);
+      assert.equal(await player.page.getAttribute('[data-testid=sound]', 'aria-pressed'), 'false', 'sound is off by default');
       await player.page.click('[data-testid=sound]');
       await player.page.waitForSelector('[data-testid=sound][aria-pressed=true]', WAIT);
       assert.ok(await player.page.evaluate(() => window.statkiTones) > 0, `${player.label}: switching sound on plays a synthesised cue`);
@@ -648,28 +833,67 @@ async function main() {
     await ala.page.waitForSelector('[data-testid=create-match]', WAIT);
     await ala.page.check('#create-clock');
     await ala.page.fill('#create-placement', '60');
-    await ala.page.fill('#create-shot', '6');
+    await ala.page.fill('#create-shot', '10');
     await ala.page.click('[data-testid=create-match] button[type=submit]');
     await ala.page.waitForURL(/#\/m\//, WAIT);
     const quick = matchIdOf(ala.page);
     await bolek.page.goto(`${BASE}/#/?at=${Date.now()}`);
     const quickRow = bolek.page.locator(`[data-testid=open-matches] [data-match="${quick}"]`);
     await quickRow.waitFor(WAIT);
-    assert.match(await quickRow.locator('[data-testid=clock-badge]').textContent(), /ustawianie 60 s · strzał 6 s/, 'the joining player sees the custom clock');
+    assert.match(await quickRow.locator('[data-testid=clock-badge]').textContent(), /ustawianie 60 s · strzał 10 s/, 'the joining player sees the custom clock');
+    assert.equal(await quickRow.locator('[data-testid=clock-badge] .icon-clock').count(), 1, 'the clock badge draws its own icon');
+    assert.doesNotMatch(await quickRow.locator('[data-testid=clock-badge]').textContent(), /⏱/, 'no emoji that needs a font');
+    {
+      // A 429 is told with its wait, from Retry-After (or RateLimit's t=), in the page's language.
+      const told = await bolek.page.evaluate(async () => {
+        const { Api } = await import('/app/js/api.js');
+        const api = new Api();
+        const problem = JSON.stringify({ type: 'about:blank', title: 'Too Many Requests', status: 429, code: 'rate_limited', detail: 'slow down' });
+        const texts = [];
+        for (const headers of [{ 'retry-after': '7' }, { ratelimit: '"address";r=0;t=12' }]) {
+          try { await api.answer(new Response(problem, { status: 429, headers: { 'content-type': 'application/problem+json', ...headers } })); } catch (error) { texts.push(error.message); }
+        }
+        return texts;
+      });
+      assert.deepEqual(told, ['Za dużo żądań. Spróbuj ponownie za 7 s.', 'Za dużo żądań. Spróbuj ponownie za 12 s.'], 'the rate-limit refusal says how long to wait');
+    }
     await bolek.page.goto(`${BASE}/#/m/${quick}`);
     const joinClock = bolek.page.locator('.match-title [data-testid=clock-badge]');
     await joinClock.waitFor(WAIT);
-    assert.match(await joinClock.textContent(), /ustawianie 60 s · strzał 6 s/, 'the join screen shows the custom clock too');
+    assert.match(await joinClock.textContent(), /ustawianie 60 s · strzał 10 s/, 'the join screen shows the custom clock too');
     await bolek.page.locator('[data-testid=controls] .buttons button').first().click();
     await bolek.page.waitForSelector('[data-testid=ready]', WAIT);
     await ala.page.waitForSelector('[data-testid=ready]', WAIT);
     await placeAtRandom(ala.page);
     await placeAtRandom(bolek.page);
-    const away = await waitForTurn([ala, bolek]);
-    const present = away === ala ? bolek : ala;
+    log('time running out: the clock turns urgent at 5 s left, with a cue for the player whose clock it is');
+    const present = await waitForTurn([ala, bolek]);
+    const away = present === ala ? bolek : ala;
+    // The other player leaves for another page before the turn comes to them.
     // The same document (only the hash changes), so the count of tones carries on.
     const tonesBefore = await away.page.evaluate(() => window.statkiTones);
     await away.page.goto(`${BASE}/#/ladder/statki`);
+    {
+      const mine = present.page.locator('[data-testid=players] .player-chip.me .clock');
+      const tones = await present.page.evaluate(() => window.statkiTones);
+      const fresh = await mine.evaluate((el) => [el.textContent, el.className]);
+      assert.doesNotMatch(fresh[1], /urgent/, `a fresh 10 s clock is not urgent: ${fresh}`);
+      await present.page.waitForSelector('[data-testid=players] .player-chip.me .clock.urgent', WAIT);
+      const atUrgent = await mine.textContent();
+      assert.ok(['0:05', '0:04'].includes(atUrgent), `urgent from 5 s left, at ${atUrgent}`);
+      await present.page.waitForFunction((before) => window.statkiTones > before, tones, WAIT);
+      // From now on the page notes what the opponent's clock said when it first turned urgent.
+      await present.page.evaluate(() => {
+        window.statkiUrgentAt = null;
+        const bar = document.querySelector('[data-testid=players]');
+        new MutationObserver(() => {
+          const clock = bar.querySelector('.player-chip:not(.me) .clock');
+          if (window.statkiUrgentAt === null && clock && clock.classList.contains('urgent')) window.statkiUrgentAt = clock.textContent;
+        }).observe(bar, { subtree: true, childList: true, attributes: true, characterData: true });
+      });
+      const cells = await present.page.evaluate(() => [...document.querySelectorAll('[data-testid=target-board] .cell[aria-disabled=false]')].map((el) => el.dataset.cell));
+      await fire(present.page, cells[0]);
+    }
     const turnToast = away.page.locator('.toast.turn');
     await turnToast.waitFor(WAIT);
     await away.page.waitForFunction((before) => window.statkiTones > before, tonesBefore, WAIT);
@@ -678,19 +902,23 @@ async function main() {
     assert.match(await away.page.getAttribute('link[rel=icon]', 'href'), /^data:image\/svg\+xml/, 'the favicon carries a badge');
     await away.page.goto(`${BASE}/#/?at=${Date.now()}`);
     await away.page.waitForSelector(`[data-testid=my-matches] [data-match="${quick}"] [data-testid=your-turn]`, WAIT);
-    // The present player sees the opponent's clock run and turn urgent in its last 20 % (1.2 s); never their own.
+    assert.match(await away.page.textContent(`[data-testid=my-matches] [data-match="${quick}"]`), /(battle · 0:\d\d left|bitwa · zostało 0:\d\d)/, 'a live match in the list shows its clock running');
+    // The present player sees the opponent's clock run and turn urgent in its last 5 s; never their own.
     const theirClock = present.page.locator('[data-testid=players] .player-chip:not(.me) .clock');
     await theirClock.and(present.page.locator('.running')).waitFor(WAIT);
-    assert.doesNotMatch(await theirClock.getAttribute('class'), /urgent/, 'not urgent with most of the clock left');
     await present.page.waitForSelector('[data-testid=players] .player-chip:not(.me) .clock.urgent', WAIT);
+    const theirsAtUrgent = await present.page.evaluate(() => window.statkiUrgentAt);
+    assert.ok(['0:05', '0:04'].includes(theirsAtUrgent), `the opponent’s clock turns urgent at 5 s left, not before (at ${theirsAtUrgent})`);
     assert.doesNotMatch(await present.page.getAttribute('[data-testid=players] .player-chip.me .clock', 'class'), /urgent/, 'the waiting player’s own clock is never urgent');
     // Looked for from now on: the away page's toast and the present page's result come together.
     // This match's toast: another result may be told too (the battaglia match above, when its
     // winner left its page before the resignation reached it).
     const awayResult = away.page.locator('[data-testid=away-result]', { hasText: /You lost|Przegrałeś/ });
     const awayResultShown = awayResult.waitFor({ timeout: 30_000 }).then(async () => ({ text: await awayResult.textContent() }), (error) => ({ error }));
+    const tonesBeforeEnd = await present.page.evaluate(() => window.statkiTones);
     await present.page.waitForSelector('[data-testid=result]', { timeout: 20_000 });
     assert.match(await present.page.textContent('[data-testid=result]'), /You won|Wygrałeś/);
+    await present.page.waitForFunction((before) => window.statkiTones > before, tonesBeforeEnd, WAIT);
     log('the result reached while away is shown on return, and the list is up to date');
     // It once went missing whenever the match's creator was the one away: the watcher took
     // the match, seen waiting on its own page, for one already ended.
@@ -711,6 +939,7 @@ async function main() {
     await away.page.waitForSelector('[data-testid=my-matches] .row', WAIT);
     await away.page.waitForTimeout(POLL_SETTLE_MS);
     assert.equal(await away.page.locator('.toast').count(), 0, `no toast after a reload: ${await away.page.locator('.toast').allTextContents()}`);
+    assert.equal(await away.page.getAttribute('[data-testid=sound]', 'aria-pressed'), 'true', 'the sound stays on after a reload (remembered; off by default)');
     assert.equal(await away.page.title(), 'Statki');
 
     log('lobby: an open match with a house option, and the ranked queue pairing two players');
@@ -741,7 +970,7 @@ async function main() {
     await ala.page.waitForURL(/#\/m\//, WAIT);
     assert.equal(matchIdOf(ala.page), matchIdOf(bolek.page), 'the queue paired the two players');
     await ala.page.waitForSelector('.badge.ranked', WAIT);
-    await ala.page.waitForSelector('[data-testid=next-ship]', WAIT);
+    await ala.page.waitForSelector('[data-testid=placed-count]', WAIT);
     await ala.page.click('.resign button');
     await ala.page.click('.resign button.danger');
     await ala.page.waitForSelector('[data-testid=result]', WAIT);
@@ -753,6 +982,17 @@ async function main() {
     const alaAfter = /→ (\d+)/.exec(await ala.page.textContent('[data-testid=rating-change]'))[1];
     const bolekAfter = /→ (\d+)/.exec(await bolek.page.textContent('[data-testid=rating-change]'))[1];
     await ala.page.waitForFunction((rating) => document.querySelector('[data-testid=players] .player-chip.me [data-testid=rating]').textContent === rating, alaAfter, WAIT);
+    {
+      // The summary's rating change, both players, as the match's rating_updated event says.
+      const rated = (await viewOf(ala.page, `${matchIdOf(ala.page)}/events`)).find((event) => event.kind === 'rating_updated');
+      for (const change of rated.changes) {
+        const delta = Math.round(change.after.rating) - Math.round(change.before.rating);
+        const cell = `[data-testid=summary] td[data-stat=rating][data-player="${change.player}"]`;
+        await ala.page.waitForSelector(cell, WAIT);
+        assert.equal(await ala.page.textContent(cell), delta >= 0 ? `+${delta}` : `−${-delta}`, 'the summary’s rating change is the event’s');
+      }
+      log(`ranked summary: rating changes ${rated.changes.map((change) => (Math.round(change.after.rating) - Math.round(change.before.rating))).join(', ')} as rating_updated says`);
+    }
 
     log('ladder and profile');
     await bolek.page.goto(`${BASE}/#/ladder/statki`);
@@ -768,11 +1008,12 @@ async function main() {
     const challenge = matchIdOf(bolek.page);
     const toast = ala.page.locator('.toast', { hasText: 'challenges you' });
     await toast.waitFor(WAIT);
+    assert.match(await toast.textContent(), /challenges you \(Statki\)\./, 'the toast names the rules as the page does, not by their id');
     await toast.locator('button.link').click();
     await ala.page.waitForURL(new RegExp(`#/m/${challenge}`), WAIT);
     await ala.page.click('[data-testid=controls] button:has-text("Join")');
-    await ala.page.waitForSelector('[data-testid=next-ship]', WAIT);
-    await bolek.page.waitForSelector('[data-testid=next-ship]', WAIT);
+    await ala.page.waitForSelector('[data-testid=placed-count]', WAIT);
+    await bolek.page.waitForSelector('[data-testid=placed-count]', WAIT);
     await bolek.page.click('.resign button');
     await bolek.page.click('.resign button.danger');
     await ala.page.waitForSelector('[data-testid=result]:has-text("You won")', WAIT);
@@ -786,12 +1027,21 @@ async function main() {
     await ala.page.goto(`${BASE}/#/?at=${Date.now()}`);
     const challengeRow = ala.page.locator(`[data-testid=open-matches] [data-match="${refused}"] [data-testid=row-rating]`);
     await challengeRow.waitFor(WAIT);
+    log('leftover states: the queue box forgets a pairing whose match has ended');
+    await ala.page.waitForSelector('[data-testid=queue] form', WAIT);
+    assert.doesNotMatch(await ala.page.textContent('[data-testid=queue]'), /paired/, 'no “You have been paired” after that match ended');
     assert.equal(await challengeRow.textContent(), ` (${bolekAfter})`, 'the lobby row shows the challenger’s rating beside the name');
     await ala.page.goto(`${BASE}/#/m/${refused}`);
     await ala.page.click('[data-testid=decline]');
     await ala.page.waitForSelector('[data-testid=result]:has-text("The challenge was declined.")', WAIT);
     await bolek.page.locator('.toast', { hasText: 'odrzuca Twoje wyzwanie' }).waitFor(WAIT);
     await bolek.page.waitForSelector('[data-testid=result]:has-text("Wyzwanie zostało odrzucone.")', WAIT);
+    {
+      const title = await bolek.page.textContent('.match-title h1');
+      assert.match(title, new RegExp(`vs ${alaName}$`), `the declined challenge names who was challenged: ${title}`);
+      assert.equal(await bolek.page.locator('.sea:visible').count(), 0, 'no empty seas under a challenge that was declined');
+      assert.equal(await bolek.page.locator('[data-testid=sunk-count]:visible').count(), 0);
+    }
     await ala.page.goto(`${BASE}/#/p/${alaView.you}`);
     await ala.page.waitForSelector('.history tbody tr', WAIT);
     await audit(ala.page, 'profile', { log });
@@ -845,11 +1095,51 @@ async function main() {
       await guest.page.reload();
       await guest.page.waitForSelector('[data-testid=target-board] .cell[data-cell=E5]:is(.miss, .hit, .sunk)', WAIT);
       assert.equal(await guest.page.textContent('[data-testid=me]'), guestName, 'the guest account is kept in the browser');
-      log('at 360 px, a small copy of your own sea stays in sight while you aim');
+      log('at 360 × 740, on your turn the whole target sea is on screen and tappable, under the clocks and whose shot it is');
       const guestMatch = matchIdOf(guest.page);
       assert.equal(await waitForTurn([guest]), guest, 'the bot waits for the guest');
       const guestView = await viewOf(guest.page, guestMatch);
-      await guest.page.locator('[data-testid=target-board] .cell[data-cell=J10]').scrollIntoViewIfNeeded();
+      // Nothing scrolled by the test: the page brings the sea in when the turn comes.
+      const sight = () => guest.page.evaluate(() => {
+        const onScreen = (el) => { const r = el.getBoundingClientRect(); return r.width > 0 && r.top >= 0 && r.left >= 0 && r.bottom <= innerHeight && r.right <= innerWidth; };
+        const tappable = [...document.querySelectorAll('[data-testid=target-board] .cell')].filter((el) => {
+          const r = el.getBoundingClientRect();
+          return onScreen(el) && document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2) === el;
+        });
+        const bar = document.querySelector('[data-testid=turn-bar]').getBoundingClientRect();
+        return {
+          cells: tappable.length,
+          clocks: [...document.querySelectorAll('[data-testid=players] .clock')].filter(onScreen).length,
+          status: onScreen(document.querySelector('[data-testid=status]')) ? document.querySelector('[data-testid=status]').textContent : null,
+          bar: Math.round(bar.height),
+          size: [innerWidth, innerHeight],
+          cell: Math.round(tappable.length ? tappable[0].getBoundingClientRect().width : 0),
+        };
+      });
+      await guest.page.reload();
+      await guest.page.waitForSelector('[data-testid=status].mine', WAIT);
+      // The page may scroll the sea in when the turn comes: give it a moment to settle.
+      let seen = await sight();
+      for (let tries = 0; seen.cells < 100 && tries < 20; tries += 1) {
+        await guest.page.waitForTimeout(100);
+        seen = await sight();
+      }
+      log(`at 360 × 740 on the guest's turn: ${JSON.stringify(seen)}`);
+      assert.deepEqual(seen.size, [360, 740]);
+      assert.equal(seen.cells, 100, 'every target cell is on screen and not under the sticky bar');
+      assert.equal(seen.clocks, 2, 'both clocks are on screen');
+      assert.equal(seen.status, 'Your shot', 'whose shot it is is on screen');
+      log('aiming: the ring and dot stand out from the water (light and dark)');
+      await guest.page.locator('[data-testid=target-board] .cell[data-cell=D4]').hover();
+      for (const colorScheme of ['light', 'dark']) {
+        await guest.page.emulateMedia({ colorScheme });
+        const pairs = new Map(await boardContrasts(guest.page));
+        for (const what of ['aiming ring vs water', 'aiming dot vs water']) {
+          assert.ok(pairs.get(what) >= 3, `${what} (${colorScheme}): ${pairs.get(what)}:1`);
+        }
+        log(`aiming (${colorScheme}): ring ${pairs.get('aiming ring vs water')}:1, dot ${pairs.get('aiming dot vs water')}:1`);
+      }
+      await guest.page.emulateMedia({ colorScheme: 'light' });
       const mini = guest.page.locator('[data-testid=mini-sea]');
       assert.ok(await mini.isVisible(), 'the own-sea copy is shown on a phone');
       const box = await mini.boundingBox();
@@ -894,6 +1184,62 @@ async function main() {
         guestShots = 0;
       }
       assert.match(outcome, /You won/, 'the guest beat the bot');
+      log('own ships hit by the bot: the hit segment against the hull (light and dark)');
+      for (const colorScheme of ['light', 'dark']) {
+        await guest.page.emulateMedia({ colorScheme });
+        const pairs = new Map(await boardContrasts(guest.page));
+        if (!pairs.has('own hit segment vs own hull')) { log('no own ship hit and afloat at the end: not measured here'); break; }
+        for (const what of ['own hit segment vs own hull', 'own hit segment vs its rim', 'own hit rim vs water', 'own hit ✕ vs hull']) {
+          assert.ok(pairs.get(what) >= 3, `${what} (${colorScheme}): ${pairs.get(what)}:1`);
+        }
+        log(`own hit (${colorScheme}): vs hull ${pairs.get('own hit segment vs own hull')}:1, rim vs water ${pairs.get('own hit rim vs water')}:1, ✕ ${pairs.get('own hit ✕ vs hull')}:1`);
+      }
+      await guest.page.emulateMedia({ colorScheme: 'light' });
+
+      log('installable: a manifest with icons, a service worker over the whole site; offline the replay opens, a live match is never shown stale');
+      {
+        const won = matchIdOf(guest.page);
+        const scope = await guest.page.evaluate(() => navigator.serviceWorker.ready.then((registration) => registration.scope));
+        assert.equal(scope, `${BASE}/`, 'the service worker covers the whole site');
+        const manifest = await guest.page.evaluate(async () => {
+          const href = document.querySelector('link[rel=manifest]').href;
+          const body = await (await fetch(href)).json();
+          const icons = await Promise.all(body.icons.map(async (icon) => {
+            const response = await fetch(icon.src);
+            return [icon.src, icon.sizes, response.status, response.headers.get('content-type')];
+          }));
+          return { ...body, icons };
+        });
+        assert.equal(manifest.display, 'standalone');
+        assert.equal(manifest.start_url, '/');
+        assert.ok(manifest.icons.some(([, sizes, status, type]) => sizes === '512x512' && status === 200 && type === 'image/png'), `a 512 px PNG icon: ${JSON.stringify(manifest.icons)}`);
+        assert.ok(manifest.icons.some(([, sizes, status]) => sizes === '192x192' && status === 200));
+        // A live match: a new one against the bot, left in placement.
+        await guest.page.goto(`${BASE}/#/?at=${Date.now()}`);
+        await guest.page.waitForSelector('[data-testid=bots] .row button', WAIT);
+        await guest.page.locator('[data-testid=bots] .row button').first().click();
+        await guest.page.waitForURL(/#\/m\//, WAIT);
+        await guest.page.waitForSelector('[data-testid=placed-count]', WAIT);
+        const liveUrl = guest.page.url();
+        await guest.page.goto(`${BASE}/#/m/${won}/replay`);
+        await guest.page.waitForFunction(() => /(\d+) of \1/.test((document.querySelector('[data-testid=replay-position]')?.textContent || '')), null, WAIT);
+        const position = await guest.page.textContent('[data-testid=replay-position]');
+        offline.add(guest.label);
+        await guest.context.setOffline(true);
+        try {
+          await guest.page.reload();
+          await guest.page.waitForFunction((text) => document.querySelector('[data-testid=replay-position]')?.textContent === text, position, WAIT);
+          assert.ok(await guest.page.locator('[data-testid=replay-board-0] .cell.ship').count() > 0, 'the replay’s seas are drawn offline');
+          await guest.page.goto(liveUrl);
+          await guest.page.reload();
+          await guest.page.waitForSelector('main .form-error', WAIT);
+          assert.equal(await guest.page.locator('[data-testid=own-board]').count(), 0, 'no kept picture of a live match is shown offline');
+        } finally {
+          await guest.context.setOffline(false);
+          offline.delete(guest.label);
+        }
+        log(`offline: the replay of ${won.slice(0, 8)} at “${position}”, the live match refused; manifest icons ${manifest.icons.map(([src, sizes]) => `${src} ${sizes}`).join(', ')}`);
+      }
       if (await ala.page.locator('#login-name').count()) {
         await guest.page.click('#nav a[href^="#/p/"]');
         await guest.page.fill('#new-password', 'gość-ma-hasło-8');
@@ -914,7 +1260,7 @@ async function main() {
       assert.equal(await loginRefusal.textContent(), 'Wrong name or password.', 'the refusal is told from its code');
       await watcher.page.fill('#login-password', celinaPassword);
       await watcher.page.click('[data-testid=login] button[type=submit]');
-      await watcher.page.waitForSelector('[data-testid=me]', WAIT);
+      await watcher.page.waitForSelector('[data-testid=me]', { ...WAIT, state: 'attached' });
       assert.equal(await watcher.page.textContent('[data-testid=me]'), celinaName);
 
       log('revoke every other session from the profile; this browser keeps a new token');

@@ -33,7 +33,7 @@ export function setSound(on) {
   if (on) play('turn');
 }
 
-/** A short synthesised cue: `turn`, `hit`, `miss`, `sunk`, `won`, `lost`. Silent unless sound is on. */
+/** A short synthesised cue: `turn`, `hit`, `miss`, `sunk`, `won`, `lost`, `urgent`. Silent unless sound is on (off by default, remembered). */
 export function play(cue) {
   if (!soundOn() || typeof AudioContext === 'undefined') return;
   try {
@@ -45,6 +45,8 @@ export function play(cue) {
       sunk: [[523, 0, 0.1], [392, 0.1, 0.1], [262, 0.2, 0.3]],
       won: [[523, 0, 0.12], [659, 0.12, 0.12], [784, 0.24, 0.3]],
       lost: [[392, 0, 0.2], [330, 0.2, 0.2], [262, 0.4, 0.35]],
+      // Time running out on the player's own clock: three short high beeps.
+      urgent: [[988, 0, 0.07], [988, 0.14, 0.07], [988, 0.28, 0.07]],
     }[cue] || [];
     const now = audio.currentTime;
     for (const [frequency, start, length] of notes) {

@@ -13,9 +13,15 @@ import { problemText, t } from './i18n.js';
 
 /** A refusal or failure, told in the reader's language from the problem's `code` (its `detail` as fallback). */
 export class ApiError extends Error {
-  /** @param {number} status 0 when no answer came @param {Schemas['Problem'] | null} problem */
-  constructor(status, problem) {
-    super(problemText(problem) || (status ? t('error.status', { status }) : t('error.network')));
+  /**
+   * @param {number} status 0 when no answer came @param {Schemas['Problem'] | null} problem
+   * @param {number | null} [retryAfter] seconds to wait, from a 429's `Retry-After` (or `RateLimit`'s `t=`)
+   */
+  constructor(status, problem, retryAfter = null) {
+    super(retryAfter !== null && (status === 429 || (problem && problem.code === 'rate_limited'))
+      ? t('problem.rate_limited_wait', { seconds: String(Math.max(1, Math.ceil(retryAfter))) })
+      : problemText(problem) || (status ? t('error.status', { status }) : t('error.network')));
+    this.retryAfter = retryAfter;
     this.status = status;
     this.code = problem ? problem.code : undefined;
     this.problem = problem;
@@ -38,6 +44,19 @@ export function loadSession() {
 export function saveSession(session) {
   if (session) localStorage.setItem(TOKEN_KEY, JSON.stringify(session));
   else localStorage.removeItem(TOKEN_KEY);
+}
+
+/**
+ * How long a refused (429) request should wait, in seconds: `Retry-After`, else the
+ * `t=` of the `RateLimit` header, else null.
+ * @param {Headers} headers
+ * @returns {number | null}
+ */
+function retryAfter(headers) {
+  const header = headers.get('retry-after');
+  if (header && /^\d+$/.test(header.trim())) return Number(header.trim());
+  const limit = /;\s*t=(\d+)/.exec(headers.get('ratelimit') || '');
+  return limit ? Number(limit[1]) : null;
 }
 
 export class Api {
@@ -98,7 +117,7 @@ export class Api {
     if (!response.ok) {
       const problem = json && typeof json === 'object' ? json : null;
       if (response.status === 401 && this.token) this.onUnauthorized(problem);
-      throw new ApiError(response.status, problem);
+      throw new ApiError(response.status, problem, response.status === 429 ? retryAfter(response.headers) : null);
     }
     return json;
   }

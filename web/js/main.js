@@ -4,16 +4,19 @@
 
 import { Api, saveSession } from './api.js';
 import { h, mount } from './dom.js';
-import { currentLanguage, languages, setLanguage, t } from './i18n.js';
+import { currentLanguage, languages, rulesetTitle, setLanguage, t } from './i18n.js';
 import { follow } from './sse.js';
 import { alertControls, watchTurns } from './alerts.js';
 import { nameOf, remember, rememberNames, useApi } from './names.js';
 import * as auth from './views/auth.js';
 import * as lobby from './views/lobby.js';
-import * as matchView from './views/match.js';
-import * as replay from './views/replay.js';
-import * as ladder from './views/ladder.js';
-import * as profile from './views/profile.js';
+
+// The sign-in page and the lobby come with the shell; the other screens are loaded when
+// first opened, so the lobby's first load stays small.
+const matchView = () => import('./views/match.js');
+const replay = () => import('./views/replay.js');
+const ladder = () => import('./views/ladder.js');
+const profile = () => import('./views/profile.js');
 
 // A notice is toasted only when it happened after this page opened (less a little slack
 // for a notice racing the page's start): pending notices replayed by the feed on connect
@@ -40,6 +43,8 @@ class App {
     useApi(this.api);
     this.main = document.getElementById('main');
     this.features = { sessions: false, password: false, bots: false, live: true };
+    this.featuresPromise = null;
+    this.routeToken = null;
     this.noticeListeners = new Set();
     this.cleanup = null;
     this.feed = null;
@@ -57,16 +62,27 @@ class App {
   }
 
   async start() {
+    // Installable, and the shell and replays work offline (web/sw.js keeps nothing of a live match).
+    if ('serviceWorker' in navigator) navigator.serviceWorker.register('/sw.js').catch(() => {});
     document.documentElement.lang = currentLanguage();
     applyTheme(savedTheme());
-    await this.detectFeatures();
     window.addEventListener('hashchange', () => this.route());
     if (this.api.session) {
       this.startFeed();
-      // Tokens last 30 days: a visit renews the kept one where the server offers it.
-      if (this.features.sessions) this.api.freshToken().then((fresh) => this.replaceToken(fresh)).catch(() => {});
+      // Tokens last 30 days: a visit renews the kept one (a server without sessions refuses; kept as is).
+      this.api.freshToken().then((fresh) => this.replaceToken(fresh)).catch(() => {});
     }
     this.route();
+  }
+
+  /**
+   * Which optional parts this server offers, read from its OpenAPI document once and only
+   * where a page needs to know (sign-in, the own profile): a signed-in player's lobby loads
+   * without it.
+   */
+  whenFeatures() {
+    if (!this.featuresPromise) this.featuresPromise = this.detectFeatures();
+    return this.featuresPromise;
   }
 
   async detectFeatures() {
@@ -112,6 +128,8 @@ class App {
 
   signOut(message) {
     this.stopFeed();
+    // What the service worker kept for this player's replays goes with the session.
+    if (navigator.serviceWorker && navigator.serviceWorker.controller) navigator.serviceWorker.controller.postMessage('forget');
     this.api.session = null;
     saveSession(null);
     if (message) this.toast(message, { kind: 'error' });
@@ -199,7 +217,7 @@ class App {
 
   toastWithPlayer(key, playerId, { ruleset, actions }) {
     nameOf(playerId).then((name) => {
-      this.toast(t(key, { name, ruleset: ruleset || '' }), { actions });
+      this.toast(t(key, { name, ruleset: ruleset ? rulesetTitle(ruleset) : '' }), { actions });
     });
   }
 
@@ -225,21 +243,35 @@ class App {
     if (this.cleanup) this.cleanup();
     this.cleanup = null;
     this.renderChrome();
+    // Shown from the first route on: the header has its final height by now, so nothing below it jumps.
+    this.main.classList.remove('pending');
     const path = location.hash.replace(/^#/, '') || '/';
     const parts = path.split('?')[0].split('/').filter(Boolean);
     const query = new URLSearchParams(path.split('?')[1] || '');
+    const token = {};
+    this.routeToken = token;
     if (!this.me) {
-      this.cleanup = auth.render(this, this.main);
+      this.whenFeatures().then(() => {
+        if (this.routeToken === token && !this.me) this.cleanup = auth.render(this, this.main);
+      });
       return;
     }
-    let view;
-    if (parts[0] === 'm' && parts[1] && parts[2] === 'replay') view = () => replay.render(this, this.main, parts[1]);
-    else if (parts[0] === 'm' && parts[1]) view = () => matchView.render(this, this.main, parts[1]);
-    else if (parts[0] === 'ladder') view = () => ladder.render(this, this.main, parts[1] || 'statki');
-    else if (parts[0] === 'p' && parts[1]) view = () => profile.render(this, this.main, parts[1]);
-    else view = () => lobby.render(this, this.main, query);
-    this.cleanup = view() || null;
-    this.main.focus({ preventScroll: true });
+    let screen;
+    if (parts[0] === 'm' && parts[1] && parts[2] === 'replay') screen = replay().then((module) => () => module.render(this, this.main, parts[1]));
+    else if (parts[0] === 'm' && parts[1]) screen = matchView().then((module) => () => module.render(this, this.main, parts[1]));
+    else if (parts[0] === 'ladder') screen = ladder().then((module) => () => module.render(this, this.main, parts[1] || 'statki'));
+    else if (parts[0] === 'p' && parts[1]) screen = profile().then((module) => () => module.render(this, this.main, parts[1]));
+    else {
+      this.cleanup = lobby.render(this, this.main, query) || null;
+      this.main.focus({ preventScroll: true });
+      return;
+    }
+    screen.then((view) => {
+      // Another route may have begun while the screen's module loaded.
+      if (this.routeToken !== token) return;
+      this.cleanup = view() || null;
+      this.main.focus({ preventScroll: true });
+    }).catch(() => this.error(null));
   }
 
   renderChrome() {
@@ -260,6 +292,14 @@ class App {
       class: 'theme', 'aria-label': t('theme'), 'data-testid': 'theme',
       onchange: (event) => { localStorage.setItem(THEME_KEY, event.target.value); applyTheme(event.target.value); },
     }, THEMES.map((code) => h('option', { value: code, selected: code === savedTheme() }, t(`theme.${code}`))));
+    // On a phone the account's controls fold behind one button, so the header stays two short rows.
+    const toggle = document.getElementById('menu-toggle');
+    toggle.textContent = t('menu');
+    toggle.onclick = () => {
+      const open = toggle.getAttribute('aria-expanded') !== 'true';
+      toggle.setAttribute('aria-expanded', String(open));
+      toggle.closest('.top').classList.toggle('menu-open', open);
+    };
     mount(account,
       switcher,
       theme,

@@ -2,7 +2,7 @@
 // join, live matches to watch, bots to play where the server has them, and the
 // player's own unfinished matches.
 
-import { h, mount } from '../dom.js';
+import { clockText, h, mount } from '../dom.js';
 import { currentLanguage, known, t, rulesetTitle } from '../i18n.js';
 import { playerLink, rememberNames } from '../names.js';
 
@@ -22,21 +22,23 @@ export function render(app, main, query) {
   const botsSection = h('section', { class: 'panel', hidden: true, 'data-testid': 'bots' });
   // Shown once the server answers the live list (older servers only list open matches).
   const liveSection = h('section', { class: 'panel', hidden: true }, h('h2', {}, t('lobby.live')), liveList);
+  // Shown once its first answers are in (2 s at most), so the sections do not jump as they fill.
+  const lobbyEl = h('div', { class: 'lobby pending' },
+    h('section', { class: 'panel' }, h('h2', {}, opponent ? t('lobby.challenge') : t('lobby.create')), createBox),
+    h('section', { class: 'panel' }, h('h2', {}, t('lobby.queue')), queueBox),
+    h('section', { class: 'panel' }, h('h2', {}, t('lobby.open')), openList),
+    h('section', { class: 'panel' }, h('h2', {}, t('lobby.mine')), mineList),
+    liveSection,
+    botsSection);
 
   mount(main,
     h('h1', { class: 'visually-hidden' }, t('nav.lobby')),
-    h('div', { class: 'lobby' },
-      h('section', { class: 'panel' }, h('h2', {}, opponent ? t('lobby.challenge') : t('lobby.create')), createBox),
-      h('section', { class: 'panel' }, h('h2', {}, t('lobby.queue')), queueBox),
-      h('section', { class: 'panel' }, h('h2', {}, t('lobby.open')), openList),
-      h('section', { class: 'panel' }, h('h2', {}, t('lobby.mine')), mineList),
-      liveSection,
-      botsSection));
+    lobbyEl);
 
-  app.rulesets().then((rulesets) => {
-    if (!alive) return;
+  const firstDraw = app.rulesets().then((rulesets) => {
+    if (!alive) return null;
     mount(createBox, createForm(app, rulesets, opponent));
-    renderQueue(rulesets);
+    return renderQueue(rulesets);
   }).catch((error) => mount(createBox, h('p', { class: 'form-error' }, error.message)));
 
   // --- lists ---
@@ -68,11 +70,16 @@ export function render(app, main, query) {
   function clockBadge(match) {
     const clock = (match.rules && match.rules.clock) || match.clock;
     if (!clock || !clock.shot_seconds) return null;
-    return h('span', { class: 'badge clock-badge', 'data-testid': 'clock-badge' }, t('lobby.clock', { placement: clock.placement_seconds, shot: clock.shot_seconds }));
+    return h('span', { class: 'badge clock-badge', 'data-testid': 'clock-badge' }, h('span', { class: 'icon-clock', 'aria-hidden': 'true' }), t('lobby.clock', { placement: clock.placement_seconds, shot: clock.shot_seconds }));
   }
 
   /** How a match stands for the signed-in player: its phase, or the result. */
   function standing(match) {
+    // A live match says how long its running clock has left, so a match left behind (a guest's
+    // bot match never placed) is seen running out rather than standing still.
+    if ((match.phase === 'placement' || match.phase === 'battle') && typeof match.deadline_ms_left === 'number') {
+      return t('lobby.time_left', { phase: t(`phase.${match.phase}`), time: clockText(match.deadline_ms_left) });
+    }
     if (match.phase !== 'finished' || !match.result) return t(`phase.${match.phase}`);
     if (!match.result.winner) return t('profile.draw');
     return match.result.winner === app.me.id ? t('profile.win') : t('profile.loss');
@@ -146,7 +153,7 @@ export function render(app, main, query) {
 
   // --- bots ---
   async function showBots() {
-    if (!app.features.bots) return;
+    // Asked for directly: a server without bots refuses, and the section stays hidden.
     try {
       const [bots, rulesets] = await Promise.all([app.api.bots(), app.rulesets()]);
       if (!alive || !bots.length) return;
@@ -189,7 +196,8 @@ export function render(app, main, query) {
             h('span', { class: 'muted' }, t('queue.window', { window: Math.round(state.window), waiting: state.waiting }))),
           h('button', { type: 'button', class: 'secondary', onclick: leave }, t('queue.leave')));
           queueTimer = setTimeout(poll, QUEUE_POLL_MS);
-        } else if (state.status === 'paired' && state.match_id) {
+        } else if (state.status === 'paired' && state.match_id && await stillOn(state.match_id)) {
+          if (!alive) return;
           mount(queueBox, h('p', {}, t('queue.paired')), h('a', { class: 'button', href: `#/m/${state.match_id}` }, t('lobby.resume')),
             idleForm());
         } else {
@@ -197,6 +205,15 @@ export function render(app, main, query) {
         }
       } catch (error) {
         mount(queueBox, h('p', { class: 'form-error' }, error.message), idleForm());
+      }
+    }
+    /** Whether the match the queue paired is still being played (a pairing is old news once it ended). */
+    async function stillOn(matchId) {
+      try {
+        const match = await app.api.match(matchId);
+        return match.phase !== 'finished' && match.phase !== 'cancelled';
+      } catch {
+        return false;
       }
     }
     function idleForm() {
@@ -213,13 +230,11 @@ export function render(app, main, query) {
       try { await app.api.leaveQueue(); } catch (error) { app.error(error); }
       poll();
     }
-    poll();
+    return poll();
   }
 
-  refreshOpen();
-  refreshLive();
-  refreshMine();
-  showBots();
+  const firstAnswers = Promise.allSettled([firstDraw, refreshOpen(), refreshLive(), refreshMine(), showBots()]);
+  Promise.race([firstAnswers, new Promise((resolve) => { setTimeout(resolve, 2000); })]).then(() => lobbyEl.classList.remove('pending'));
   timers.push(setInterval(() => { refreshOpen(); refreshLive(); refreshMine(); }, REFRESH_MS));
   const unsubscribe = app.onNotice(() => { refreshOpen(); refreshMine(); });
   return () => {

@@ -13,9 +13,11 @@ import { verifyFleet } from '../commit.js';
 import { play } from '../alerts.js';
 
 const TICK_MS = 250;
-// A running clock turns urgent in its last 20 %, and never earlier than its last 10 s.
-const URGENT_SHARE = 0.2;
-const URGENT_MAX_MS = 10_000;
+// A running clock turns urgent in its last 5 s, whatever its length (a clock of 5 s or less
+// in its last half, so a fresh one never starts urgent); the player whose clock it is hears
+// a cue then, when sound is on.
+const URGENT_MS = 5_000;
+const PHONE = '(max-width: 560px)';
 
 export function render(app, main, id) {
   let view = null;
@@ -36,7 +38,13 @@ export function render(app, main, id) {
   // A layout proposed in the browser for the ships not yet placed (index → {cell, orientation}),
   // drawn but not sent until "Ready"; null while placing by hand.
   let draft = null;
+  // 'random' for a layout drawn in the browser, 'review' for the last ship placed by hand
+  // and held here until Ready (placing it through the API would lock the fleet at once).
+  let draftKind = 'random';
   let draftOffered = false;
+  let urgentCued = null;
+  let wasMyTurn = false;
+  let summary = null;
   let drag = null;
 
   // Persistent parts, so focus stays on the board across updates.
@@ -52,8 +60,10 @@ export function render(app, main, id) {
   const miniSea = h('div', { class: 'mini-sea', role: 'img', 'aria-label': t('board.own_mini'), 'data-testid': 'mini-sea', hidden: true });
   const live = h('span', { class: 'live-dot', 'data-testid': 'live' });
   const said = h('p', { class: 'announce', 'aria-live': 'assertive', 'data-testid': 'announce' });
-  const ownBoard = new Board({ label: t('board.own'), owner: 'me', testId: 'own-board', onActivate: ownCell, onHover: (cell) => { hover = cell; drawBoards(); } });
+  const ownBoard = new Board({ label: t('board.own'), owner: 'me', testId: 'own-board', onActivate: ownCell, onRefused: refusedCell, onHover: (cell) => { hover = cell; drawBoards(); } });
   const targetBoard = new Board({ label: t('board.target'), owner: 'them', testId: 'target-board', onActivate: fire });
+  // Why a cell or a drop was refused while placing, in words (and the cell shakes).
+  const placeNote = h('p', { class: 'place-note', role: 'status', 'aria-live': 'polite', 'data-testid': 'place-note' });
   const ownCaption = h('h2', { class: 'sea-caption', 'data-under-fire': t('board.under_fire') });
   const targetCaption = h('h2', { class: 'sea-caption', 'data-under-fire': t('board.under_fire') });
   const ownSide = h('div', { class: 'sea-side' });
@@ -73,14 +83,18 @@ export function render(app, main, id) {
   let reactingUntil = 0;
   let reactionTimer = null;
 
-  mount(main,
-    h('div', { class: 'match', 'data-testid': 'match' },
+  // Laid out but not shown until the first view is drawn (2 s at most), so nothing jumps as it fills.
+  const matchEl = h('div', { class: 'match pending', 'data-testid': 'match' },
       h('header', { class: 'match-head' }, title, live),
-      h('div', { class: 'turn-bar' }, playersBar, miniSea, status, firstShot),
-      said,
+      h('div', { class: 'turn-bar', 'data-testid': 'turn-bar' }, playersBar, miniSea, status),
+      // One line for the news: who fires first until the first shot, then what each shot found.
+      h('div', { class: 'news' }, firstShot, said),
       ending,
       h('div', { class: 'seas' }, ownSea, targetSea, controls),
-      reactionsEl));
+      reactionsEl);
+  mount(main, matchEl);
+  const reveal = () => matchEl.classList.remove('pending');
+  const revealTimer = setTimeout(reveal, 2000);
 
   // --- reading ---
   async function load() {
@@ -129,12 +143,20 @@ export function render(app, main, id) {
 
   function accept(next) {
     if (view && next.seq < view.seq) return;
+    // The same state read again (the stream's opening `state`, then a read once it is open):
+    // only the clock is taken from it; nothing else changed, nothing is drawn again.
+    if (view && next.seq === view.seq && next.phase === view.phase) {
+      clockEnd = typeof next.deadline_ms_left === 'number' && next.deadline ? performance.now() + next.deadline_ms_left : null;
+      if (next.presence) { view.presence = next.presence; drawPresence(); }
+      return;
+    }
     rememberNames(next);
     const wasOver = view && isOver(view);
     view = next;
     clockEnd = typeof next.deadline_ms_left === 'number' && next.deadline ? performance.now() + next.deadline_ms_left : null;
     if (isOver(view) && !wasOver) {
       verifyRecord();
+      loadSummary();
       loadRematch();
       loadRatingChange();
       loadCancelReason();
@@ -143,6 +165,28 @@ export function render(app, main, id) {
       if (wasOver === false && participant() && view.result && view.result.winner) play(view.result.winner === me() ? 'won' : 'lost');
     }
     draw();
+    const myTurn = view.phase === 'battle' && participant() && view.turn === me();
+    if (myTurn && !wasMyTurn) bringTargetIntoView();
+    wasMyTurn = myTurn;
+  }
+
+  /**
+   * On a phone, the turn coming to the player brings the whole target sea on screen, just
+   * under the sticky bar (clocks and whose shot), unless it is already all in sight.
+   */
+  function bringTargetIntoView() {
+    if (!window.matchMedia || !window.matchMedia(PHONE).matches) return;
+    requestAnimationFrame(() => {
+      if (!alive || targetSea.hidden) return;
+      const bar = main.querySelector('.turn-bar');
+      const barBottom = bar ? bar.getBoundingClientRect().bottom : 0;
+      const board = targetBoard.el.getBoundingClientRect();
+      if (board.top >= barBottom && board.bottom <= window.innerHeight) return;
+      // Once scrolled, the bar sticks at the top: the caption goes just under it.
+      const stuck = bar ? bar.offsetHeight : 0;
+      const caption = targetCaption.getBoundingClientRect();
+      window.scrollBy({ top: caption.top - stuck - 2, behavior: 'instant' });
+    });
   }
 
   // --- helpers over the view ---
@@ -184,6 +228,7 @@ export function render(app, main, id) {
   // --- drawing ---
   function draw() {
     if (!view || !preset) return;
+    offerDraft();
     drawTitle();
     drawPlayers();
     drawPresence();
@@ -193,6 +238,7 @@ export function render(app, main, id) {
     drawEnding();
     drawReactions();
     tick();
+    reveal();
   }
 
   function drawReactions() {
@@ -234,13 +280,15 @@ export function render(app, main, id) {
   function drawTitle() {
     const [first, second] = view.players;
     mount(title,
-      h('h1', {}, first ? playerLink(first) : '…', h('span', { class: 'versus' }, ' vs '), second ? playerLink(second) : h('span', { class: 'muted' }, t('match.empty_seat'))),
+      h('h1', {}, first ? playerLink(first) : '…', h('span', { class: 'versus' }, ' vs '), second ? playerLink(second)
+        : view.invited ? playerLink(view.invited)
+          : h('span', { class: 'muted' }, isOver(view) ? t('match.no_opponent') : t('match.empty_seat'))),
       h('div', { class: 'badges' },
         h('span', { class: 'badge ruleset' }, rulesetTitle(view.ruleset)),
         view.ranked ? h('span', { class: 'badge ranked' }, t('match.ranked')) : h('span', { class: 'badge' }, t('match.unranked')),
         extraShotRule() ? h('span', { class: 'badge extra', 'data-testid': 'extra-rule' }, t('option.extra_shot')) : null,
         // The clocks, so a player about to join sees a custom clock before taking the seat.
-        view.rules && view.rules.clock ? h('span', { class: 'badge clock-badge', 'data-testid': 'clock-badge' }, t('lobby.clock', { placement: view.rules.clock.placement_seconds, shot: view.rules.clock.shot_seconds })) : null,
+        view.rules && view.rules.clock ? h('span', { class: 'badge clock-badge', 'data-testid': 'clock-badge' }, h('span', { class: 'icon-clock', 'aria-hidden': 'true' }), t('lobby.clock', { placement: view.rules.clock.placement_seconds, shot: view.rules.clock.shot_seconds })) : null,
         !participant() ? h('span', { class: 'badge spectator' }, t('match.spectating')) : null));
   }
 
@@ -259,6 +307,8 @@ export function render(app, main, id) {
       case 'placement':
         if (!participant()) text = t('status.placement_spectator');
         else if (view.fleet_locked) text = view.opponent_fleet_locked ? t('status.both_ready') : t('status.fleet_ready_waiting');
+        else if (draft && draftKind === 'review') text = t('status.review');
+        else if (draft) text = t('status.draft');
         else text = t('status.placing', { ship: view.next_ship ? shipName(view.next_ship.name) : '' });
         break;
       case 'battle':
@@ -308,10 +358,11 @@ export function render(app, main, id) {
       // Whether the other player is here (an open stream of theirs, as the server says).
       const presence = mine ? null : h('span', { class: 'presence', 'data-testid': 'presence' },
         h('span', { class: 'presence-dot', 'aria-hidden': 'true' }), h('span', { class: 'visually-hidden presence-text' }));
+      const awayNote = mine ? null : h('span', { class: 'away-note', 'data-testid': 'away-note', 'aria-hidden': 'true', hidden: true }, t('presence.away'));
       const el = h('div', { class: `player-chip${mine ? ' me' : ''}`, 'data-player': player },
         h('span', { class: 'chip-name' }, presence, playerLink(player, { link: false }), mine ? h('span', { class: 'muted' }, ` (${t('match.you')})`) : null),
-        rating, clockEl);
-      chips.set(player, { el, clock: clockEl, presence });
+        awayNote, rating, clockEl);
+      chips.set(player, { el, clock: clockEl, presence, awayNote });
       return el;
     }));
   }
@@ -326,13 +377,23 @@ export function render(app, main, id) {
       chip.presence.dataset.presence = state;
       chip.presence.title = t(`presence.${state}`);
       chip.presence.querySelector('.presence-text').textContent = `${t(`presence.${state}`)}: `;
+      if (chip.awayNote) chip.awayNote.hidden = state !== 'away' || isOver(view);
     }
   }
 
   function setPresence(player, state) {
     if (!view || !view.players.includes(player) || (state !== 'online' && state !== 'away')) return;
+    const before = view.presence && view.presence[player];
     view.presence = { ...(view.presence || {}), [player]: state };
     drawPresence();
+    // The opponent leaving (or coming back) mid-match is said, not only drawn.
+    const playing = view.phase === 'placement' || view.phase === 'battle';
+    if (participant() && player !== me() && playing && before && before !== state) {
+      nameOf(player).then((name) => {
+        if (!alive) return;
+        announce(t(state === 'away' ? 'presence.left' : 'presence.back', { name }));
+      });
+    }
   }
 
   /** Redraws the chips when the language changes (their words are translated). */
@@ -383,7 +444,12 @@ export function render(app, main, id) {
       }
       const left = state.running ? Math.max(0, clockEnd - performance.now()) : state.total;
       // Urgent only for the player whose clock runs, and only near its end.
-      const urgent = state.running && left <= Math.min(URGENT_SHARE * state.total, URGENT_MAX_MS);
+      const urgent = state.running && left <= Math.min(URGENT_MS, state.total / 2);
+      // Time running out on the player's own clock: one cue per clock (the deadline moves with every shot).
+      if (urgent && participant() && player === me() && urgentCued !== `${view.phase}|${view.deadline}`) {
+        urgentCued = `${view.phase}|${view.deadline}`;
+        play('urgent');
+      }
       const className = `clock ${state.running ? 'running' : 'paused'}${urgent ? ' urgent' : ''}`;
       if (chip.clock.className !== className) chip.clock.className = className;
       const text = clockText(left);
@@ -402,9 +468,11 @@ export function render(app, main, id) {
     ownSea.classList.toggle('under-fire', battle && view.turn !== leftOwner);
     targetSea.classList.toggle('under-fire', battle && view.turn === leftOwner);
     const placing = participant() && view.phase === 'placement';
-    const started = view.phase === 'battle' || isOver(view);
+    // A match cancelled before its battle (declined, withdrawn, not joined) has no seas to show.
+    const fought = view.sides && view.sides.some((side) => side.shots.length > 0);
+    const started = view.phase === 'battle' || view.phase === 'finished' || (view.phase === 'cancelled' && fought);
     miniSea.hidden = !(participant() && battle);
-    ownSea.hidden = view.phase === 'waiting' || (!participant() && !started);
+    ownSea.hidden = view.phase === 'waiting' || !started && !placing;
     targetSea.hidden = !started;
     if (placing || view.phase === 'waiting') {
       mount(ownSide);
@@ -420,13 +488,18 @@ export function render(app, main, id) {
     }
   }
 
-  function drawPlacementBoard() {
+  /** A random layout is shown first (Ready takes it, Re-roll draws another); none once the fleet is locked. */
+  function offerDraft() {
+    if (view.phase !== 'placement' || !participant()) return;
     if (!view.fleet_locked && !draftOffered && view.fleet.every((ship) => !ship.placement)) {
-      // A random layout is shown first: Ready takes it, Re-roll draws another.
       draftOffered = true;
       rollDraft();
     }
     if (view.fleet_locked) draft = null;
+  }
+
+  function drawPlacementBoard() {
+    offerDraft();
     ownBoard.el.classList.toggle('placing', !view.fleet_locked);
     const owner = new Map();
     view.fleet.forEach((ship) => ship.cells.forEach((cell) => owner.set(cell, ship)));
@@ -435,6 +508,8 @@ export function render(app, main, id) {
       const shapes = shapesOf([...view.fleet, ...drafted]);
       const dragCells = drag && drag.target ? new Set(drag.target) : new Set();
       drafted.forEach((ship) => ship.cells.forEach((cell) => owner.set(cell, ship)));
+      ownBoard.setShips([...view.fleet.filter((ship) => ship.placement), ...drafted]
+        .filter((ship) => !(drag && drag.ship.index === ship.index)).map((ship) => ({ cells: ship.cells, name: ship.name, tone: 'me' })));
       ownBoard.interactive = true;
       ownBoard.update((cell) => {
         const ship = owner.get(cell);
@@ -450,6 +525,7 @@ export function render(app, main, id) {
     const preview = shipShape(previewCells);
     const shapes = shapesOf(view.fleet);
     const locked = view.fleet_locked;
+    ownBoard.setShips(view.fleet.filter((ship) => ship.placement && !(drag && drag.ship.index === ship.index)).map((ship) => ({ cells: ship.cells, name: ship.name, tone: 'me' })));
     ownBoard.interactive = !locked;
     ownBoard.update((cell) => {
       const ship = owner.get(cell);
@@ -470,6 +546,7 @@ export function render(app, main, id) {
     const lastIncoming = view.incoming.length ? view.incoming[view.incoming.length - 1].cell : null;
     const shapes = shapesOf(view.fleet);
     ownBoard.interactive = false;
+    ownBoard.setShips(view.fleet.filter((ship) => ship.cells.length).map((ship) => ({ cells: ship.cells, name: ship.name, tone: ship.sunk ? 'sunk-me' : 'me', sunk: ship.sunk })));
     ownBoard.update(withLast(lastIncoming, (cell) => {
       const ship = owner.get(cell);
       const shot = incoming.get(cell);
@@ -540,6 +617,7 @@ export function render(app, main, id) {
     const mine = view.sides[seatOf(me())];
     const canFire = view.phase === 'battle' && view.turn === me() && !busy;
     targetBoard.interactive = canFire;
+    targetBoard.setShips(mine.sunk.map((ship) => ({ cells: ship.cells, name: ship.name, tone: 'them', sunk: true })));
     targetBoard.update(describeTarget(mine, openedFleet(opponent), { offered: canFire }));
     mount(targetSide, sunkList(mine), shotLog(mine.shots, t('log.yours'), 'shot-log-mine'));
   }
@@ -568,6 +646,8 @@ export function render(app, main, id) {
     targetCaption.replaceChildren(t('board.sea_of'), ' ', playerLink(second, { link: false }));
     ownBoard.interactive = false;
     targetBoard.interactive = false;
+    ownBoard.setShips(view.sides[1].sunk.map((ship) => ({ cells: ship.cells, name: ship.name, tone: 'me', sunk: true })));
+    targetBoard.setShips(view.sides[0].sunk.map((ship) => ({ cells: ship.cells, name: ship.name, tone: 'them', sunk: true })));
     ownBoard.update(describeTarget(view.sides[1], openedFleet(first), { offered: false }));
     targetBoard.update(describeTarget(view.sides[0], openedFleet(second), { offered: false }));
     mount(ownSide, sunkList(view.sides[1]), shotLog(view.sides[1].shots, [t('log.shots_by'), ' ', playerLink(second, { link: false })], 'shot-log-1'));
@@ -611,25 +691,64 @@ export function render(app, main, id) {
   }
 
   function placementControls() {
-    const next = view.next_ship;
     const locked = view.fleet_locked;
+    // While a layout is shown (drawn at random, or the last ship held for review) nothing is
+    // "next": every ship has its place, placed by hand or in the layout.
+    const next = draft ? null : view.next_ship;
+    const spotOf = (ship) => ship.placement || (draft && draft.get(ship.index)) || null;
+    const sameClass = next ? view.fleet.filter((ship) => ship.name === next.name) : [];
+    const counter = sameClass.length > 1 ? t('placement.of_class', { n: sameClass.findIndex((ship) => ship.index === next.index) + 1, count: sameClass.length }) : '';
+    const placedCount = view.fleet.filter(spotOf).length;
+    const help = draft ? t(draftKind === 'review' ? 'placement.review_help' : 'placement.draft_help') : t('placement.help');
     return h('div', { class: 'placement' },
-      h('h2', {}, locked ? t('placement.ready') : t('placement.title')),
-      next ? h('p', { class: 'next-ship', 'data-testid': 'next-ship' }, t('placement.next', { ship: shipName(next.name), length: next.length })) : null,
+      h('h2', {}, locked ? t('placement.ready') : draft && draftKind === 'review' ? t('placement.review') : t('placement.title')),
+      next ? h('p', { class: 'next-ship', 'data-testid': 'next-ship' }, t('placement.next', { ship: shipName(next.name), length: next.length }),
+        counter ? h('span', { class: 'ship-count', 'data-testid': 'ship-count' }, ` — ${counter}`) : null) : null,
+      !locked ? h('p', { class: 'muted small-text', 'data-testid': 'placed-count' }, t('placement.placed_count', { placed: placedCount, total: view.fleet.length })) : null,
+      placeNote,
       !locked ? h('div', { class: 'buttons' },
-        h('button', { type: 'button', class: 'secondary', 'data-focus-key': 'rotate', 'data-testid': 'rotate', 'aria-keyshortcuts': 'R', onclick: rotate },
-          t('placement.rotate', { orientation: t(`orientation.${orientation}`) })),
+        draft ? null : h('button', { type: 'button', class: 'secondary', 'data-focus-key': 'rotate', 'data-testid': 'rotate', 'aria-keyshortcuts': 'R', onclick: rotate },
+          t('placement.rotate', { orientation: t(`orientation.${orientation}`) }), h('span', { class: 'key-hint' }, ' (R)')),
         draft ? h('button', { type: 'button', 'data-focus-key': 'ready', 'data-testid': 'ready', onclick: placeDraft }, t('placement.ready_button')) : null,
-        h('button', { type: 'button', class: 'secondary', 'data-focus-key': 'reroll', 'data-testid': 'reroll', onclick: () => { rollDraft(); draw(); } },
+        draftKind === 'review' && draft ? null : h('button', { type: 'button', class: 'secondary', 'data-focus-key': 'reroll', 'data-testid': 'reroll', onclick: () => { rollDraft(); draw(); } },
           draft ? t('placement.reroll') : view.fleet.some((ship) => ship.placement) ? t('placement.random_rest') : t('placement.random')),
-        draft ? h('button', { type: 'button', class: 'secondary', 'data-focus-key': 'by-hand', 'data-testid': 'by-hand', onclick: () => { draft = null; draw(); } }, t('placement.by_hand')) : null) : null,
-      !locked ? h('p', { class: 'muted hint-text' }, draft ? t('placement.draft_help') : t('placement.help')) : null,
-      h('ol', { class: 'ship-list' }, view.fleet.map((ship) => h('li', { class: ship.placement ? 'placed' : next && next.index === ship.index ? 'next' : '' },
-        h('span', { class: 'ship-bar', 'aria-hidden': 'true' }, Array.from({ length: ship.length }, () => h('i'))),
-        h('span', { class: 'grow' }, shipName(ship.name), ' ', h('span', { class: 'muted' }, ship.placement ? `${ship.placement.cell} ${t(`orientation.${ship.placement.orientation}`)}` : t('placement.not_placed'))),
-        ship.placement && !locked ? h('button', { type: 'button', class: 'link', 'data-focus-key': `pick-${ship.index}`, onclick: () => pickUp(ship) }, t('placement.pick_up')) : null))),
+        draft && draftKind === 'random' ? h('button', { type: 'button', class: 'secondary', 'data-focus-key': 'by-hand', 'data-testid': 'by-hand', onclick: () => { draft = null; setNote(''); draw(); } }, t('placement.by_hand')) : null) : null,
+      !locked ? h('p', { class: 'muted hint-text' }, help) : null,
+      h('ol', { class: 'ship-list', 'data-testid': 'ship-list' }, view.fleet.map((ship) => {
+        const spot = spotOf(ship);
+        const where = spot ? `${spot.cell} ${t(`orientation.${spot.orientation}`)}` : t('placement.not_placed');
+        const drafted = !ship.placement && spot;
+        return h('li', { class: spot ? 'placed' : next && next.index === ship.index ? 'next' : '', 'data-state': ship.placement ? 'placed' : drafted ? 'drafted' : 'unplaced' },
+          h('span', { class: 'ship-bar', 'aria-hidden': 'true' }, Array.from({ length: ship.length }, () => h('i'))),
+          h('span', { class: 'grow' }, shipName(ship.name), ' ', h('span', { class: 'muted' }, where, drafted && draftKind === 'random' ? ` (${t('placement.drawn')})` : '')),
+          ship.placement && !locked ? h('button', { type: 'button', class: 'link', 'data-focus-key': `pick-${ship.index}`, onclick: () => pickUp(ship) }, t('placement.pick_up')) : null,
+          drafted && draftKind === 'review' ? h('button', { type: 'button', class: 'link', 'data-focus-key': `pick-${ship.index}`, onclick: () => { draft = null; setNote(''); draw(); } }, t('placement.pick_up')) : null);
+      })),
       h('p', { class: `opponent-state ${view.opponent_fleet_locked ? 'ready' : ''}`, 'data-testid': 'opponent-state' },
         view.opponent_fleet_locked ? t('placement.opponent_ready') : t('placement.opponent_placing')));
+  }
+
+  function setNote(text) {
+    if (placeNote.textContent !== text) placeNote.textContent = text;
+  }
+
+  /** Shakes a refused cell once (its class is redrawn with the board, so it is set after). */
+  function shake(cell) {
+    const button = ownBoard.buttons.get(cell);
+    if (!button) return;
+    button.classList.remove('refused');
+    void button.offsetWidth;
+    button.classList.add('refused');
+    setTimeout(() => button.classList.remove('refused'), 450);
+  }
+
+  /** A cell that is not offered was pressed while placing by hand: say why. */
+  function refusedCell(cell) {
+    if (!view || view.phase !== 'placement' || !participant() || view.fleet_locked || draft || suppressClick) return;
+    const next = view.next_ship;
+    if (!next) return;
+    setNote(t('placement.illegal', { ship: shipName(next.name), cell, orientation: t(`orientation.${orientation}`) }));
+    shake(cell);
   }
 
   function drawEnding() {
@@ -643,7 +762,7 @@ export function render(app, main, id) {
         participant() ? rematchControls() : null,
         h('a', { class: 'button secondary', href: `#/m/${id}/replay`, 'data-testid': 'replay-link' }, t('end.replay')),
         h('a', { class: 'button secondary', href: '#/' }, t('nav.back'))));
-      parts.push(commitments());
+      parts.push(summaryTable(), commitments());
     } else {
       parts.push(h('div', { class: 'end-actions' }, h('a', { class: 'button secondary', href: '#/' }, t('nav.back'))));
     }
@@ -652,8 +771,12 @@ export function render(app, main, id) {
 
   function commitments() {
     if (!view.record) return null;
-    return h('div', { class: 'commitments', 'data-testid': 'commitments' },
-      h('h2', {}, t('end.commitments')),
+    const checks = view.record.map((opened) => verified && verified.get(opened.player));
+    const verdict = checks.some((check) => !check) ? t('end.checking')
+      : checks.every((check) => check.matches) ? t('end.all_verified') : t('end.some_mismatch');
+    // Folded away: the proof is there for whoever wants it, the summary comes first.
+    return h('details', { class: 'commitments', 'data-testid': 'commitments' },
+      h('summary', {}, h('strong', {}, t('end.commitments')), ' — ', h('span', { 'data-testid': 'commitments-verdict' }, verdict)),
       h('p', { class: 'muted' }, t('end.commitments_help')),
       view.record.map((opened) => {
         const check = verified && verified.get(opened.player);
@@ -693,6 +816,48 @@ export function render(app, main, id) {
     } catch {
       // "Cancelled" alone is still true.
     }
+  }
+
+  // --- the end-of-game summary, from the match's own events ---
+  /** Each player's shots, hits, accuracy, longest run of hits, time used on the shot clock and rating change. */
+  async function loadSummary() {
+    if (view.phase !== 'finished') return;
+    try {
+      const events = [];
+      for (let after = 0; ;) {
+        const page = await app.api.events(id, after);
+        const list = Array.isArray(page) ? page : page.events || [];
+        events.push(...list);
+        if (list.length < 500) break;
+        after = list[list.length - 1].seq;
+      }
+      if (!alive) return;
+      summary = summarise(events, view.players);
+      drawEnding();
+    } catch {
+      // The result stands without it.
+    }
+  }
+
+  function summaryTable() {
+    if (!summary) return null;
+    const order = seatOrder();
+    const rows = [
+      ['shots', (s) => String(s.shots)],
+      ['hits', (s) => String(s.hits)],
+      ['accuracy', (s) => (s.shots ? `${Math.round((100 * s.hits) / s.shots)} %` : '—')],
+      ['streak', (s) => String(s.streak)],
+      ['time', (s) => durationText(s.timeMs)],
+      ['rating', (s) => (s.rating === null ? '—' : s.rating >= 0 ? `+${s.rating}` : `−${-s.rating}`)],
+    ];
+    return h('section', { class: 'summary-panel panel', 'data-testid': 'summary' },
+      h('h2', {}, t('end.summary')),
+      h('div', { class: 'table-wrap' }, h('table', { class: 'summary-table' },
+        h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, h('span', { class: 'visually-hidden' }, t('end.summary'))),
+          order.map((player) => h('th', { scope: 'col' }, participant() && player === me() ? t('end.you') : playerLink(player, { link: false }))))),
+        h('tbody', {}, rows.map(([key, show]) => h('tr', {},
+          h('th', { scope: 'row' }, t(`summary.${key}`)),
+          order.map((player) => h('td', { class: 'num', 'data-stat': key, 'data-player': player }, show(summary.get(player))))))))));
   }
 
   // --- the rating after a ranked match ---
@@ -764,6 +929,8 @@ export function render(app, main, id) {
       return answer;
     } catch (error) {
       app.error(error);
+      // A refusal changes nothing on the server: draw what the page holds again, then read.
+      draw();
       refresh();
       return null;
     }
@@ -773,9 +940,17 @@ export function render(app, main, id) {
     if (!view || view.phase !== 'placement' || !participant() || view.fleet_locked || suppressClick) return;
     if (draft) return;
     const ship = view.fleet.find((candidate) => candidate.cells.includes(cell));
-    if (ship) { pickUp(ship); return; }
+    if (ship) { setNote(''); pickUp(ship); return; }
     const next = view.next_ship;
     if (!next) return;
+    setNote('');
+    // The last ship is held here for a review: placing it through the API would lock the fleet.
+    if (view.fleet.filter((candidate) => !candidate.placement).length === 1) {
+      draft = new Map([[next.index, { cell, orientation }]]);
+      draftKind = 'review';
+      draw();
+      return;
+    }
     command(() => app.api.placeShip(id, next.index, cell, orientation));
   }
 
@@ -804,6 +979,8 @@ export function render(app, main, id) {
     const fixed = view.fleet.filter((ship) => ship.placement).map((ship) => ship.cells);
     const spots = randomFleet(unplaced.map((ship) => ship.length), preset.ships_may_touch, Math.random, fixed);
     draft = spots ? new Map(unplaced.map((ship, i) => [ship.index, spots[i]])) : null;
+    draftKind = 'random';
+    setNote('');
   }
 
   /** Ready: the hand-placed ships where they stand, the draft for the rest; the fleet locks. */
@@ -877,7 +1054,13 @@ export function render(app, main, id) {
     // A drag is not a click: the click that follows the release must not pick the ship up.
     suppressClick = true;
     setTimeout(() => { suppressClick = false; }, 0);
-    if (!done.bow) { drawPlacementBoard(); return; }
+    if (!done.bow) {
+      drawPlacementBoard();
+      setNote(t('placement.drop_refused', { ship: shipName(done.ship.name) }));
+      shake(done.from);
+      return;
+    }
+    setNote('');
     if (done.ship.draft) {
       draft.set(done.ship.index, { cell: done.bow, orientation: done.spot.orientation });
       draw();
@@ -898,6 +1081,9 @@ export function render(app, main, id) {
       clockEnd = typeof answer.deadline_ms_left === 'number' ? performance.now() + answer.deadline_ms_left : clockEnd;
     } catch (error) {
       app.error(error);
+      // Refused: nothing changed on the server, so the sea is offered again as it stands.
+      busy = false;
+      drawTargetSea();
     }
     busy = false;
     refresh();
@@ -952,8 +1138,49 @@ export function render(app, main, id) {
     app.updateTitle();
     if (stream) stream.close();
     clearInterval(ticker);
+    clearTimeout(revealTimer);
     clearTimeout(reactionTimer);
     document.removeEventListener('keydown', keydown);
     unsubscribe();
   };
+}
+
+/**
+ * The summary of a finished match from its events: per player the shots fired, the hits
+ * (a sinking shot is a hit), the longest run of hits in a row, the time used on the shot
+ * clock (from the turn coming to them — the battle's start or the shot before — to their
+ * shot) and the rating change of a ranked match (rounded as the ladder shows it).
+ */
+export function summarise(events, players) {
+  const stats = new Map(players.filter(Boolean).map((player) => [player, { shots: 0, hits: 0, streak: 0, run: 0, timeMs: 0, rating: null }]));
+  let turnFrom = null;
+  for (const event of events) {
+    if (event.kind === 'battle_started') turnFrom = Date.parse(event.at);
+    if (event.kind === 'shot_fired' && stats.has(event.player)) {
+      const s = stats.get(event.player);
+      const at = Date.parse(event.at);
+      s.shots += 1;
+      if (turnFrom !== null) s.timeMs += Math.max(0, at - turnFrom);
+      turnFrom = at;
+      if (event.outcome === 'hit' || event.outcome === 'sunk') {
+        s.hits += 1;
+        s.run += 1;
+        s.streak = Math.max(s.streak, s.run);
+      } else {
+        s.run = 0;
+      }
+    }
+    if (event.kind === 'rating_updated') {
+      for (const change of event.changes || []) {
+        if (stats.has(change.player)) stats.get(change.player).rating = Math.round(change.after.rating) - Math.round(change.before.rating);
+      }
+    }
+  }
+  return stats;
+}
+
+/** A duration as m:ss (whole seconds, rounded). */
+export function durationText(ms) {
+  const total = Math.round(ms / 1000);
+  return `${Math.floor(total / 60)}:${String(total % 60).padStart(2, '0')}`;
 }

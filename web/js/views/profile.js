@@ -71,7 +71,9 @@ export function render(app, main, id) {
 
   /** The signed-in player's own account: set or change the password, revoke other sessions. */
   async function account() {
-    if (id !== app.me.id || !app.features.sessions) return;
+    if (id !== app.me.id) return;
+    await app.whenFeatures();
+    if (!alive || !app.features.sessions) return;
     let me;
     try {
       me = await app.api.me();

@@ -26,7 +26,8 @@ export function render(app, main, id) {
   const description = h('p', { class: 'announce', 'aria-live': 'polite', 'data-testid': 'replay-event' });
   const playButton = h('button', { type: 'button', class: 'secondary', onclick: togglePlay }, t('replay.play'));
 
-  mount(main, h('div', { class: 'match replay', 'data-testid': 'replay' },
+  // Laid out but not shown until the record is read (2 s at most), so nothing jumps as it fills.
+  const replayEl = h('div', { class: 'match replay pending', 'data-testid': 'replay' },
     h('header', { class: 'match-head' }, h('h1', {}, t('replay.title')), h('a', { href: `#/m/${id}` }, t('replay.back'))),
     h('div', { class: 'replay-controls panel' },
       h('button', { type: 'button', class: 'secondary', 'aria-label': t('replay.first'), onclick: () => go(0) }, '|◀'),
@@ -38,7 +39,10 @@ export function render(app, main, id) {
     description,
     h('div', { class: 'seas' },
       h('section', { class: 'sea' }, captions[0], boards[0].el),
-      h('section', { class: 'sea' }, captions[1], boards[1].el))));
+      h('section', { class: 'sea' }, captions[1], boards[1].el)));
+  mount(main, replayEl);
+  const reveal = () => replayEl.classList.remove('pending');
+  const revealTimer = setTimeout(reveal, 2000);
 
   async function load() {
     try {
@@ -59,6 +63,7 @@ export function render(app, main, id) {
       view.players.forEach((player, seat) => captions[seat].replaceChildren(t('board.sea_of'), ' ', playerLink(player), ' · ', rulesetTitle(view.ruleset)));
       slider.max = String(events.length);
       go(events.length);
+      reveal();
     } catch (error) {
       if (alive) mount(main, h('div', { class: 'panel' }, h('p', { class: 'form-error', role: 'alert' }, error.message)));
     }
@@ -152,5 +157,5 @@ export function render(app, main, id) {
   }
 
   load();
-  return () => { alive = false; stop(); };
+  return () => { alive = false; stop(); clearTimeout(revealTimer); };
 }
