@@ -563,6 +563,86 @@ fn a_weak_secret_stops_the_start_up_with_a_clear_message() {
     assert!(stderr.contains("at least 32"), "{stderr}");
 }
 
+#[test]
+fn a_published_placeholder_secret_stops_the_start_up() {
+    // The value `.env.example` shipped until now: long enough, and public.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_statki"))
+        .env(
+            "STATKI_JWT_SECRET",
+            "change-me-to-64-random-hex-digits-change-me-to-64-random-hex-digits",
+        )
+        .env(
+            "DATABASE_URL",
+            "postgres://postgres@127.0.0.1:1/never-reached",
+        )
+        .env("STATKI_LISTEN", "127.0.0.1:0")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("published placeholder"), "{stderr}");
+    for placeholder in [
+        "Change_Me-please-with-something-32-bytes-long",
+        "replace me with a secret of at least 32 bytes",
+        "a-test-secret-of-at-least-32-bytes",
+    ] {
+        assert!(
+            statki::auth::configured_secret(placeholder).is_err(),
+            "{placeholder}"
+        );
+    }
+    let random = hex::encode(rand::random::<[u8; 32]>());
+    assert!(statki::auth::configured_secret(&random).is_ok());
+}
+
+/// Every `STATKI_JWT_SECRET` value the repository's deploy files and documentation spell out
+/// is refused: what ships must not be a usable secret.
+#[test]
+fn no_secret_the_repository_ships_is_accepted() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![
+        root.join(".env.example"),
+        root.join("docker-compose.yml"),
+        root.join("README.md"),
+    ];
+    for folder in ["docs", "deploy"] {
+        for entry in std::fs::read_dir(root.join(folder)).unwrap() {
+            files.push(entry.unwrap().path());
+        }
+    }
+    for file in files.iter().filter(|f| f.is_file()) {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        for line in text.lines() {
+            let Some((_, rest)) = line.split_once("STATKI_JWT_SECRET=") else {
+                continue;
+            };
+            let value = rest
+                .split_whitespace()
+                .next()
+                .unwrap_or("")
+                .trim_matches(|c| c == '"' || c == '\'' || c == '`');
+            // Empty, or taken from elsewhere (`$(…)`, `${…}`): nothing to reuse.
+            if value.is_empty() || value.starts_with('$') || value.starts_with('<') {
+                continue;
+            }
+            assert!(
+                statki::auth::configured_secret(value).is_err(),
+                "{} ships the usable secret {value:?}",
+                file.display()
+            );
+        }
+    }
+    // The old `.env.example` line, kept here so the scan itself is exercised.
+    assert!(
+        statki::auth::configured_secret(
+            "change-me-to-64-random-hex-digits-change-me-to-64-random-hex-digits"
+        )
+        .is_err()
+    );
+}
+
 mod connections {
     use std::time::{Duration, Instant};
 
