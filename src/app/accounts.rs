@@ -105,7 +105,7 @@ impl App {
             return Ok(first);
         }
         // A row from before the current key is found by its old key too.
-        let keys = [name.key(), name.legacy_key()];
+        let keys = name.lookup_keys();
         if store::accounts::by_name_keys(&mut *tx, &keys, name.as_str())
             .await?
             .is_some()
@@ -148,7 +148,7 @@ impl App {
         }
         let credentials = match &name {
             Some(name) => {
-                let keys = [name.key(), name.legacy_key()];
+                let keys = name.lookup_keys();
                 store::accounts::by_name_keys(self.pool(), &keys, name.as_str()).await?
             }
             None => None,

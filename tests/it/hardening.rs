@@ -1203,6 +1203,35 @@ async fn a_capital_i_look_alike_and_blank_or_stacked_names_are_refused(pool: PgP
 }
 
 #[sqlx::test]
+async fn an_unseen_dot_and_a_precomposed_letters_marks_are_caught(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let original = app.register("Alamoyryi").await;
+    let post = |name: &str| {
+        app.send(
+            app.client
+                .post(app.url("/v1/players"))
+                .json(&json!({ "name": name })),
+        )
+    };
+    // `i` + combining dot above draws exactly as `i`.
+    let dotted = post("Alamoyryi\u{0307}").await;
+    assert_eq!(dotted.status, StatusCode::CONFLICT, "{:?}", dotted.body);
+    assert_eq!(dotted.code(), "name_taken");
+    // A precomposed `á` is a letter and one mark: three more are four on one letter.
+    let stacked = post("Stack\u{00E1}\u{0316}\u{0317}\u{0318}").await;
+    assert_eq!(
+        stacked.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{:?}",
+        stacked.body
+    );
+    assert_eq!(stacked.code(), "invalid_name");
+    // The account itself is unaffected.
+    let me = app.get("/v1/me", Some(&original.token)).await;
+    assert_eq!(me.status, StatusCode::OK);
+}
+
+#[sqlx::test]
 async fn concurrent_challenges_to_one_player_are_all_numbered(pool: PgPool) {
     let app = spawn_app(pool).await;
     let target = app.register(&unique("target")).await;
