@@ -1232,6 +1232,56 @@ async fn an_unseen_dot_and_a_precomposed_letters_marks_are_caught(pool: PgPool) 
 }
 
 #[sqlx::test]
+async fn presence_is_told_only_through_a_running_match(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let (id, shooter, target) = app.battle_match("statki").await;
+    let watcher = app.register(&unique("watcher")).await;
+    let path = format!("/v1/matches/{id}");
+    // The target opens the app: an event stream of their own makes them online.
+    let feed = app
+        .client
+        .get(app.url("/v1/stream"))
+        .bearer_auth(&target.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(feed.status(), StatusCode::OK);
+    let running = app.get(&path, Some(&watcher.token)).await;
+    assert_eq!(
+        running.body["presence"][&target.id], "online",
+        "{:?}",
+        running.body
+    );
+    assert_eq!(running.body["presence"][&shooter.id], "away");
+
+    let resigned = app
+        .post(&format!("{path}/resign"), &shooter.token, json!({}))
+        .await;
+    assert_eq!(resigned.status, StatusCode::OK, "{:?}", resigned.body);
+    assert_eq!(resigned.body["phase"], "finished");
+    // Over: nobody learns through it whether its players are online now, the spectator,
+    // the players, or a stream's opening state.
+    for token in [&watcher.token, &shooter.token, &target.token] {
+        let over = app.get(&path, Some(token)).await;
+        assert_eq!(over.status, StatusCode::OK);
+        assert!(over.body.get("presence").is_none(), "{:?}", over.body);
+    }
+    let stream = app
+        .client
+        .get(app.url(&format!("{path}/stream")))
+        .bearer_auth(&watcher.token)
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), StatusCode::OK);
+    let events = stream.text().await.unwrap();
+    assert!(events.contains("event: state"), "{events}");
+    assert!(!events.contains("\"presence\""), "{events}");
+    drop(feed);
+}
+
+#[sqlx::test]
 async fn concurrent_challenges_to_one_player_are_all_numbered(pool: PgPool) {
     let app = spawn_app(pool).await;
     let target = app.register(&unique("target")).await;
