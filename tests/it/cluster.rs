@@ -449,3 +449,164 @@ async fn streams_and_moves_survive_replicas_being_killed_behind_the_balancer() {
         Err(failed) => std::panic::resume_unwind(failed.into_panic()),
     }
 }
+
+/// Registrations answered 201 of `names`, each sent by `client` to `url` with the
+/// `X-Forwarded-For` `forwarded` gives it (none when `None`).
+async fn registrations_created(
+    client: &reqwest::Client,
+    url: &str,
+    names: std::ops::Range<usize>,
+    prefix: &str,
+    forwarded: impl Fn(usize) -> Option<String>,
+) -> usize {
+    let mut created = 0;
+    for i in names {
+        let mut request = client
+            .post(format!("{url}/v1/players"))
+            .json(&json!({ "name": format!("{prefix}{i}") }));
+        if let Some(address) = forwarded(i) {
+            request = request.header("x-forwarded-for", address);
+        }
+        let status = request.send().await.expect("an answer").status();
+        assert!(
+            status == StatusCode::CREATED || status == StatusCode::TOO_MANY_REQUESTS,
+            "{status}"
+        );
+        created += usize::from(status == StatusCode::CREATED);
+    }
+    created
+}
+
+/// A client that connects from `local` (a loopback address of this machine).
+fn client_from(local: [u8; 4]) -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(Some(std::net::IpAddr::from(local)))
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("client")
+}
+
+#[cfg(unix)]
+fn mode_of(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .expect("the file")
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+/// Straight to a replica, `X-Forwarded-For` is nobody's word (only the balancer's own
+/// address is believed); through the balancer each client keeps its own budget; the
+/// balancer's log holds no stream ticket and, like every log of the cluster, is 0600.
+#[tokio::test]
+async fn a_replica_believes_only_the_balancer_whose_log_keeps_no_ticket() {
+    let name = format!("statki_cluster_xff_{}", std::process::id());
+    let url = database_url(&name);
+    let state = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cluster-xff-{}", std::process::id()));
+    let port = free_ports();
+    let output = Cluster::script(&state)
+        .args(["up", "--replicas", "1", "--port", &port.to_string()])
+        .env("DATABASE_URL", &url)
+        .env("STATKI_BIN", env!("CARGO_BIN_EXE_statki"))
+        .env("STATKI_DB_POOL", "4")
+        .env("STATKI_REGISTER_BURST", "5")
+        .env("STATKI_REGISTER_PER_MINUTE", "1")
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run scripts/cluster up");
+    assert!(
+        output.status.success(),
+        "scripts/cluster up failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let cluster = Cluster {
+        state: state.clone(),
+        url: format!("http://127.0.0.1:{port}"),
+    };
+    let replica = format!("http://127.0.0.1:{}", port + 1);
+    let outcome = tokio::spawn(async move {
+        // Straight to the replica from 127.0.0.1, a new address in the header each time:
+        // one budget (the burst of 5), not 30.
+        let direct = client_from([127, 0, 0, 1]);
+        let created = registrations_created(&direct, &replica, 0..30, "direct", |i| {
+            Some(format!("198.51.100.{i}"))
+        })
+        .await;
+        assert_eq!(created, 5, "a forged X-Forwarded-For was believed");
+
+        // Through the balancer, two clients (127.0.0.3 and 127.0.0.4) each get their own
+        // budget: the balancer's header is believed, and it names the real client
+        // whatever the client wrote before it.
+        let mut through = 0;
+        for (local, prefix) in [([127, 0, 0, 3], "three"), ([127, 0, 0, 4], "four")] {
+            through +=
+                registrations_created(&client_from(local), &cluster.url, 0..8, prefix, |_| {
+                    Some("203.0.113.9".to_owned())
+                })
+                .await;
+        }
+        assert_eq!(
+            through, 10,
+            "each client behind the balancer has a budget of its own"
+        );
+
+        // A ticket in a request through the balancer (refused: after=-1) is not logged.
+        let holder = client_from([127, 0, 0, 5]);
+        let session: Value = holder
+            .post(format!("{}/v1/players", cluster.url))
+            .json(&json!({ "name": "ticket-holder" }))
+            .send()
+            .await
+            .expect("register")
+            .json()
+            .await
+            .expect("a session");
+        let token = session["token"].as_str().expect("a token");
+        let ticket: Value = holder
+            .post(format!("{}/v1/stream-tickets", cluster.url))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("a ticket")
+            .json()
+            .await
+            .expect("a ticket body");
+        let ticket = ticket["ticket"].as_str().expect("the ticket").to_owned();
+        let refused = holder
+            .get(format!(
+                "{}/v1/stream?after=-1&ticket={ticket}",
+                cluster.url
+            ))
+            .send()
+            .await
+            .expect("an answer");
+        assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+        // HAProxy writes its log line when the request ends; give it a moment.
+        let log_path = state.join("haproxy.log");
+        let mut log = String::new();
+        for _ in 0..50 {
+            log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            if log.contains("/v1/stream?") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(log.contains("/v1/stream?after=_&ticket=_"), "{log}");
+        assert!(
+            !log.contains(&ticket),
+            "the balancer logged a ticket:\n{log}"
+        );
+        #[cfg(unix)]
+        for file in [log_path, state.join("replica-1.log")] {
+            assert_eq!(mode_of(&file), 0o600, "{}", file.display());
+        }
+        drop(cluster);
+    })
+    .await;
+    let _ = sqlx::Postgres::drop_database(&url).await;
+    if let Err(failed) = outcome {
+        std::panic::resume_unwind(failed.into_panic());
+    }
+}
