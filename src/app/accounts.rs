@@ -376,6 +376,13 @@ impl App {
         })
     }
 
+    /// Voids a stream ticket, if it is one still unused: for a request that carried it and
+    /// was answered without opening a stream.
+    pub async fn void_stream_ticket(&self, ticket: &str) -> Result<()> {
+        store::tickets::redeem(self.pool(), &ticket_digest(ticket)).await?;
+        Ok(())
+    }
+
     /// Takes a stream ticket: the token it stands for (whose revocation the caller still
     /// checks). An unknown, expired or already used ticket is `Revoked`.
     pub async fn redeem_stream_ticket(&self, ticket: &str) -> Result<Verified> {

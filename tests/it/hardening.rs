@@ -1282,6 +1282,109 @@ async fn presence_is_told_only_through_a_running_match(pool: PgPool) {
 }
 
 #[sqlx::test]
+async fn any_answer_spends_the_stream_ticket_it_carried(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let ala = app.register(&unique("ala")).await;
+    let ticket = || async {
+        let reply = app.post("/v1/stream-tickets", &ala.token, json!({})).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{:?}", reply.body);
+        reply.body["ticket"].as_str().unwrap().to_owned()
+    };
+    let open = |ticket: &str| {
+        app.client
+            .get(app.url(&format!("/v1/stream?ticket={ticket}")))
+            .timeout(Duration::from_secs(5))
+            .send()
+    };
+    // Refused for another reason: a resume point out of range, an unknown parameter, a
+    // bearer header beside it, a path that takes no ticket.
+    for (path, bearer, refused) in [
+        (
+            "/v1/stream?after=-1&ticket=",
+            false,
+            StatusCode::BAD_REQUEST,
+        ),
+        ("/v1/stream?bogus=1&ticket=", false, StatusCode::BAD_REQUEST),
+        (
+            "/v1/stream?after=99999999999999999&ticket=",
+            false,
+            StatusCode::BAD_REQUEST,
+        ),
+        ("/v1/nowhere?ticket=", false, StatusCode::NOT_FOUND),
+        ("/v1/me?ticket=", true, StatusCode::OK),
+    ] {
+        let spent = ticket().await;
+        let mut request = app.client.get(app.url(&format!("{path}{spent}")));
+        if bearer {
+            request = request.bearer_auth(&ala.token);
+        }
+        let answer = request.send().await.unwrap();
+        assert_eq!(answer.status(), refused, "{path}");
+        let later = open(&spent).await.unwrap();
+        assert_eq!(
+            later.status(),
+            StatusCode::UNAUTHORIZED,
+            "{path}: the ticket still opened a stream"
+        );
+    }
+    // An unspent ticket opens one stream, once.
+    let fresh = ticket().await;
+    let stream = open(&fresh).await.unwrap();
+    assert_eq!(stream.status(), StatusCode::OK);
+    assert_eq!(
+        open(&fresh).await.unwrap().status(),
+        StatusCode::UNAUTHORIZED
+    );
+    drop(stream);
+}
+
+/// Read only (no Docker engine here): the compose file believes `X-Forwarded-For` from the
+/// balancer's own fixed address alone and publishes the balancer on loopback; HAProxy binds
+/// loopback unless told otherwise and logs no query value.
+#[test]
+fn the_deploy_files_trust_only_the_balancer_and_bind_loopback() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let compose = std::fs::read_to_string(root.join("docker-compose.yml")).unwrap();
+    let setting = |key: &str| -> Vec<String> {
+        compose
+            .lines()
+            .filter_map(|line| line.trim_start().strip_prefix(key))
+            .map(|value| value.trim().to_owned())
+            .collect()
+    };
+    let trusted = setting("STATKI_TRUSTED_PROXIES:");
+    assert_eq!(trusted.len(), 1, "{trusted:?}");
+    let balancer = setting("ipv4_address:");
+    assert_eq!(
+        balancer.len(),
+        1,
+        "the balancer has one fixed address: {balancer:?}"
+    );
+    assert_eq!(trusted[0], format!("{}/32", balancer[0]));
+    for private in ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"] {
+        assert!(!trusted[0].contains(private), "{}", trusted[0]);
+    }
+    // The fixed address lies outside the range Docker hands out.
+    assert!(balancer[0].contains("172.29.83.10"), "{}", balancer[0]);
+    assert!(compose.contains("ip_range: ${STATKI_NETWORK_DYNAMIC_RANGE:-172.29.83.128/25}"));
+    assert!(
+        compose.contains("\"${STATKI_PUBLISH_ADDRESS:-127.0.0.1}:${STATKI_PORT:-8000}:8000\""),
+        "the balancer is published on loopback by default"
+    );
+    let haproxy = std::fs::read_to_string(root.join("deploy/haproxy.cfg")).unwrap();
+    assert!(haproxy.contains("bind \"${STATKI_BALANCER_BIND-127.0.0.1:8000}\""));
+    let active = |line: &&str| !line.trim_start().starts_with('#');
+    assert!(
+        !haproxy
+            .lines()
+            .filter(active)
+            .any(|l| l.contains("option httplog")),
+        "httplog logs the query, tickets included"
+    );
+    assert!(haproxy.contains("regsub(=[^&]*,=_,g)"));
+}
+
+#[sqlx::test]
 async fn concurrent_challenges_to_one_player_are_all_numbered(pool: PgPool) {
     let app = spawn_app(pool).await;
     let target = app.register(&unique("target")).await;
