@@ -147,8 +147,9 @@ impl App {
     }
 
     /// Logs in: a fresh token for the player named `name` if `password` is theirs. An unknown
-    /// name, a player without a password and a wrong password get the same answer after the
-    /// same work (one Argon2 verification).
+    /// name, a player without a password and a wrong password get the same answer after
+    /// about the same time (one Argon2 verification, or a wait as long for a name without a
+    /// password, which spends no hashing budget).
     pub async fn log_in(&self, name: &str, password: String) -> Result<Session> {
         // Looked up by the same key registration made unique: case and look-alikes fold.
         let name = PlayerName::parse(name).ok();
@@ -164,11 +165,17 @@ impl App {
             None => None,
         };
         let stored = credentials.as_ref().and_then(|c| c.password_hash.clone());
-        // No connection is held while hashing.
-        let matches = self
-            .hashing()
-            .verify(&Password::offered(password), stored)
-            .await?;
+        // No connection is held while hashing. A name without a password (or account)
+        // gets the same answer after about the same wait, but spends none of the hashing
+        // budget the accounts that exist need.
+        let matches = match stored {
+            Some(stored) => {
+                self.hashing()
+                    .verify(&Password::offered(password), Some(stored))
+                    .await?
+            }
+            None => self.hashing().pretend_verify().await,
+        };
         let Some(credentials) = credentials.filter(|_| matches) else {
             return Err(AppError::InvalidCredentials);
         };

@@ -12,7 +12,10 @@
 //! the peer is one of the configured proxy addresses (by default loopback only): then it
 //! is the last address that header carries (the one the balancer itself added), so a
 //! client cannot choose its own bucket by sending the header, even to a replica it reaches
-//! directly. IPv6 addresses are keyed by their /64, the block one subscriber is given.
+//! directly. IPv6 addresses are keyed by their /64, the block one subscriber is given;
+//! registration and log-in also charge the /48 around it (a site's block) with
+//! [`NETWORK_FACTOR`] times their budget, so rotating through a /48's 65,536 /64s gains at
+//! most that factor.
 //!
 //! A token is charged to its player only once the revocation cache has admitted it: a
 //! revoked token, or one of a deleted player, counts against its address alone, so it
@@ -202,11 +205,38 @@ impl Tightest {
     }
 }
 
+/// How many /64s' worth of registration and log-in budget one IPv6 /48 has together.
+pub const NETWORK_FACTOR: u32 = 8;
+
+/// The /48 an IPv6 client address lies in; none for IPv4 (keyed by the address alone).
+fn network_key(address: IpAddr) -> Option<IpAddr> {
+    match address {
+        IpAddr::V4(_) => None,
+        IpAddr::V6(v6) => Some(IpAddr::V6(std::net::Ipv6Addr::from(
+            v6.to_bits() & !((1u128 << 80) - 1),
+        ))),
+    }
+}
+
+impl Rate {
+    /// This rate `factor` times over (rate and burst).
+    fn times(self, factor: u32) -> Self {
+        Self {
+            per_period: self.per_period.saturating_mul(factor),
+            burst: self.burst.saturating_mul(factor),
+            ..self
+        }
+    }
+}
+
 /// The live limiters of one replica.
 pub struct RateLimits {
     settings: RateLimitSettings,
     register: Keyed<IpAddr>,
     login: Keyed<IpAddr>,
+    /// Registration and log-in per IPv6 /48 ([`NETWORK_FACTOR`] times the budget).
+    register_network: Keyed<IpAddr>,
+    login_network: Keyed<IpAddr>,
     player: Keyed<Uuid>,
     address: Keyed<IpAddr>,
     checks: AtomicU64,
@@ -229,6 +259,8 @@ impl RateLimits {
         Arc::new(Self {
             register: keyed(settings.register),
             login: keyed(settings.login),
+            register_network: keyed(settings.register.times(NETWORK_FACTOR)),
+            login_network: keyed(settings.login.times(NETWORK_FACTOR)),
             player: keyed(settings.player),
             address: keyed(settings.address),
             settings,
@@ -269,7 +301,13 @@ impl RateLimits {
             .fetch_add(1, Ordering::Relaxed)
             .is_multiple_of(HOUSEKEEPING_EVERY)
         {
-            for limiter in [&self.register, &self.login, &self.address] {
+            for limiter in [
+                &self.register,
+                &self.login,
+                &self.register_network,
+                &self.login_network,
+                &self.address,
+            ] {
                 limiter.retain_recent();
                 limiter.shrink_to_fit();
             }
@@ -378,12 +416,22 @@ pub async fn enforce(State(state): State<AppState>, request: Request, next: Next
                     name: "register",
                     rate: settings.register,
                 },
+                &limits.register_network,
+                Limiter {
+                    name: "register_network",
+                    rate: settings.register.times(NETWORK_FACTOR),
+                },
             )),
             (&Method::POST, "/v1/sessions") => Some((
                 &limits.login,
                 Limiter {
                     name: "login",
                     rate: settings.login,
+                },
+                &limits.login_network,
+                Limiter {
+                    name: "login_network",
+                    rate: settings.login.times(NETWORK_FACTOR),
                 },
             )),
             _ => None,
@@ -396,10 +444,16 @@ pub async fn enforce(State(state): State<AppState>, request: Request, next: Next
             Ok(room) => tightest.offer(address_limit, &room),
             Err(wait) => return refused(address_limit, wait, close),
         }
-        if let Some((limiter, which)) = route_limit {
+        if let Some((limiter, which, network_limiter, network)) = route_limit {
             match check(limiter, &address) {
                 Ok(room) => tightest.offer(which, &room),
                 Err(wait) => return refused(which, wait, close),
+            }
+            if let Some(block) = network_key(address) {
+                match check(network_limiter, &block) {
+                    Ok(room) => tightest.offer(network, &room),
+                    Err(wait) => return refused(network, wait, close),
+                }
             }
         }
     }

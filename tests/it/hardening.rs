@@ -107,6 +107,48 @@ async fn behind_a_trusted_balancer_each_client_address_has_its_own_budget(pool: 
 }
 
 #[sqlx::test]
+async fn an_ipv6_48_rotating_through_its_64s_shares_one_wider_budget(pool: PgPool) {
+    let app = spawn_limited(
+        pool,
+        RateLimitSettings {
+            login: Rate::per_minute(1, 1),
+            register: Rate::per_minute(1, 1),
+            trusted_proxy_header: Some("x-forwarded-for".parse().unwrap()),
+            ..RateLimitSettings::default()
+        },
+    )
+    .await;
+    // A new unknown name every time, so no account's own back-off answers.
+    let log_in = |address: String| {
+        app.client
+            .post(app.url("/v1/sessions"))
+            .header("x-forwarded-for", address)
+            .json(&json!({ "name": unique("nobody"), "password": "whatever it is" }))
+            .send()
+    };
+    // One /48, a new /64 for every attempt: each /64 has a budget of 1, the /48 of 8.
+    let mut passed = 0;
+    for n in 0..40 {
+        let answer = log_in(format!("2001:db8:1:{n:x}::1")).await.unwrap();
+        match answer.status() {
+            StatusCode::UNAUTHORIZED => passed += 1,
+            StatusCode::TOO_MANY_REQUESTS => {
+                let policy = answer.headers()["ratelimit-policy"].to_str().unwrap();
+                assert!(policy.starts_with("\"login_network\""), "{n}: {policy}");
+            }
+            other => panic!("unexpected {other}"),
+        }
+    }
+    let factor = statki::http::limits::NETWORK_FACTOR as usize;
+    assert_eq!(passed, factor, "the /48 got {passed} attempts");
+    // Another /48 is another budget; IPv4 addresses are keyed alone as before.
+    let other = log_in("2001:db8:2::1".into()).await.unwrap();
+    assert_eq!(other.status(), StatusCode::UNAUTHORIZED);
+    let v4 = log_in("198.51.100.77".into()).await.unwrap();
+    assert_eq!(v4.status(), StatusCode::UNAUTHORIZED);
+}
+
+#[sqlx::test]
 async fn a_player_over_their_rate_is_limited_and_others_are_not(pool: PgPool) {
     let app = spawn_limited(
         pool,
@@ -1105,11 +1147,21 @@ async fn a_full_hashing_budget_answers_503_with_retry_after_at_once(pool: PgPool
         Duration::ZERO,
     ));
     let client = reqwest::Client::new();
+    // Accounts with passwords: only their checks run Argon2 (an unknown name spends none).
+    for i in 0..12 {
+        let created = client
+            .post(format!("{address}/v1/players"))
+            .json(&json!({ "name": format!("holder{i}"), "password": "the right one" }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(created.status(), StatusCode::CREATED);
+    }
     let started = std::time::Instant::now();
     let attempts = (0..12).map(|i| {
         client
             .post(format!("{address}/v1/sessions"))
-            .json(&json!({ "name": format!("nobody{i}"), "password": "whatever it is" }))
+            .json(&json!({ "name": format!("holder{i}"), "password": "whatever it is" }))
             .send()
     });
     let answers = futures::future::join_all(attempts).await;
@@ -1130,6 +1182,106 @@ async fn a_full_hashing_budget_answers_503_with_retry_after_at_once(pool: PgPool
         "one hashing, two waiting, the rest refused: {busy}"
     );
     assert!(started.elapsed() < Duration::from_secs(20));
+}
+
+/// An app on its own listener with a hashing budget of one slot and two waiting (about
+/// what a small machine has), rate limits off.
+async fn spawn_with_one_hashing_slot(pool: PgPool) -> String {
+    statki::store::migrate(&pool).await.expect("migrations");
+    let core = statki::app::App::new(
+        pool.clone(),
+        standard_settings(),
+        Tokens::new(SECRET).expect("keys"),
+    )
+    .with_hash_budget(statki::accounts::password::HashBudget::new(
+        1,
+        2,
+        Duration::from_secs(2),
+    ));
+    let live = statki::live::Hub::start(&pool, HubSettings::default());
+    let router = statki::http::app(statki::http::state(core, live), &test_http_settings());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(statki::http::server::serve(
+        listener,
+        router,
+        statki::http::server::ConnectionSettings::default(),
+        std::future::pending(),
+        Duration::ZERO,
+    ));
+    address
+}
+
+#[sqlx::test]
+async fn a_spray_of_unknown_names_leaves_the_hashing_budget_to_real_accounts(pool: PgPool) {
+    let address = spawn_with_one_hashing_slot(pool).await;
+    let client = reqwest::Client::new();
+    let registered = client
+        .post(format!("{address}/v1/players"))
+        .json(&json!({ "name": "real-user", "password": "the right one" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(registered.status(), StatusCode::CREATED);
+    // Forty sprayers, each logging in with unknown names back to back.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sprayers: Vec<_> = (0..40)
+        .map(|sprayer| {
+            let client = client.clone();
+            let address = address.clone();
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                let mut answers = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let answer = client
+                        .post(format!("{address}/v1/sessions"))
+                        .json(&json!({
+                            "name": format!("nobody-{sprayer}-{answers}"),
+                            "password": "whatever it is"
+                        }))
+                        .send()
+                        .await
+                        .unwrap();
+                    // 503 when the budget is full (as before, when unknown names hashed).
+                    assert!(
+                        matches!(
+                            answer.status(),
+                            StatusCode::UNAUTHORIZED | StatusCode::SERVICE_UNAVAILABLE
+                        ),
+                        "{}",
+                        answer.status()
+                    );
+                    answers += 1;
+                }
+                answers
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut in_time = 0;
+    for _ in 0..10 {
+        let started = std::time::Instant::now();
+        let answer = client
+            .post(format!("{address}/v1/sessions"))
+            .json(&json!({ "name": "real-user", "password": "the right one" }))
+            .send()
+            .await
+            .unwrap();
+        if answer.status() == StatusCode::OK && started.elapsed() <= Duration::from_secs(2) {
+            in_time += 1;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut sprayed = 0;
+    for sprayer in sprayers {
+        sprayed += sprayer.await.unwrap();
+    }
+    eprintln!("under a spray of {sprayed} unknown-name log-ins: {in_time} of 10 in time");
+    assert!(sprayed >= 40, "the spray ran: {sprayed} answers");
+    assert!(
+        in_time >= 9,
+        "the real user logged in {in_time} of 10 times within 2 s"
+    );
 }
 
 #[sqlx::test]
