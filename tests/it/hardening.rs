@@ -1536,6 +1536,60 @@ fn the_deploy_files_trust_only_the_balancer_and_bind_loopback() {
     assert!(haproxy.contains("regsub(=[^&]*,=_,g)"));
 }
 
+/// The answer a database error raised with `message` (SQLSTATE XX000, as Citus raises it
+/// without a code of its own) gets: status, code and `Retry-After`.
+async fn answer_to_raised(pool: &PgPool, message: &str) -> (StatusCode, String, Option<String>) {
+    use axum::response::IntoResponse;
+    // The messages are this test's own constants, without quotes.
+    let error = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = 'XX000', MESSAGE = '{message}'; END $$"
+    )))
+    .execute(pool)
+    .await
+    .expect_err("raised");
+    let response =
+        statki::http::error::ApiError::from(statki::app::AppError::Database(error)).into_response();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .map(|value| value.to_str().unwrap().to_owned());
+    let body = axum::body::to_bytes(response.into_body(), 64 * 1024)
+        .await
+        .unwrap();
+    let problem: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    (
+        StatusCode::from_u16(problem["status"].as_u64().unwrap() as u16).unwrap(),
+        problem["code"].as_str().unwrap().to_owned(),
+        retry_after,
+    )
+}
+
+/// A Citus worker lost at COMMIT leaves the outcome unknown: `503 unavailable` with
+/// `Retry-After`, so the client retries with its key and finds what was stored (before:
+/// `500 internal`, "stored state is unreadable: could not commit transaction …").
+#[sqlx::test]
+async fn an_unknown_commit_outcome_on_citus_is_503_with_retry_after(pool: PgPool) {
+    let (status, code, retry_after) = answer_to_raised(
+        &pool,
+        "could not commit transaction for shard 102008 on at least one active node",
+    )
+    .await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
+    );
+    assert!(retry_after.is_some());
+    let (status, _, _) =
+        answer_to_raised(&pool, "failure on connection marked as essential: w1:5432").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    // Any other internal error stays a fault of ours.
+    let (status, code, _) = answer_to_raised(&pool, "something else broke").await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::INTERNAL_SERVER_ERROR, "internal")
+    );
+}
+
 #[sqlx::test]
 async fn concurrent_challenges_to_one_player_are_all_numbered(pool: PgPool) {
     let app = spawn_app(pool).await;
