@@ -95,6 +95,10 @@ pub struct RateLimitSettings {
     pub trusted_proxy_header: Option<HeaderName>,
     /// The peers whose `trusted_proxy_header` is believed; empty: loopback only.
     pub trusted_proxies: Vec<IpNet>,
+    /// Bytes of exports per caller (`per_period` bytes a second, `burst` at once).
+    pub export_caller: Rate,
+    /// Bytes of exports per exported match or player.
+    pub export_target: Rate,
 }
 
 /// Parses a proxy address or network (`10.0.0.5`, `10.0.0.0/8`, `::1`).
@@ -127,9 +131,16 @@ impl Default for RateLimitSettings {
             address: Rate::per_second(500, 1000),
             trusted_proxy_header: None,
             trusted_proxies: Vec::new(),
+            export_caller: Rate::per_second(EXPORT_CALLER_BYTES, EXPORT_CALLER_BYTES * 4),
+            export_target: Rate::per_second(EXPORT_TARGET_BYTES, EXPORT_TARGET_BYTES * 4),
         }
     }
 }
+
+/// Export bytes one caller may take a second by default (2 MiB; four seconds' worth at once).
+pub const EXPORT_CALLER_BYTES: u32 = 2 * 1024 * 1024;
+/// Export bytes of one match or player anyone may take a second by default (4 MiB).
+pub const EXPORT_TARGET_BYTES: u32 = 4 * 1024 * 1024;
 
 /// A keyed limiter that reports, on every allowed request, how much room is left.
 type Keyed<K> = RateLimiter<K, DefaultKeyedStateStore<K>, DefaultClock, StateInformationMiddleware>;
@@ -239,6 +250,9 @@ pub struct RateLimits {
     login_network: Keyed<IpAddr>,
     player: Keyed<Uuid>,
     address: Keyed<IpAddr>,
+    /// Export bytes per caller and per exported match or player.
+    pub(super) export_caller: super::budget::ByteBudget,
+    pub(super) export_target: super::budget::ByteBudget,
     checks: AtomicU64,
 }
 
@@ -263,6 +277,8 @@ impl RateLimits {
             login_network: keyed(settings.login.times(NETWORK_FACTOR)),
             player: keyed(settings.player),
             address: keyed(settings.address),
+            export_caller: super::budget::ByteBudget::new(settings.export_caller),
+            export_target: super::budget::ByteBudget::new(settings.export_target),
             settings,
             checks: AtomicU64::new(0),
         })
@@ -326,6 +342,39 @@ fn check<K: std::hash::Hash + Eq + Clone>(
     limiter
         .check_key(key)
         .map_err(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
+}
+
+/// The answer to an export whose caller's or target's byte budget is in debt: `429`
+/// naming the budget (`export` or `export_target`), with `Retry-After`.
+pub(super) fn export_refused(limits: &RateLimits, target: bool, wait: Duration) -> Response {
+    let (name, rate) = if target {
+        ("export_target", limits.export_target.rate())
+    } else {
+        ("export", limits.export_caller.rate())
+    };
+    refused(Limiter { name, rate }, wait, false)
+}
+
+impl RateLimits {
+    /// How long an export by `caller` of `target` must wait for both byte budgets, and
+    /// whether the target's is the one in debt; `None` when it may go ahead.
+    pub(super) fn export_wait(&self, caller: Uuid, target: Uuid) -> Option<(Duration, bool)> {
+        match (
+            self.export_caller.wait(caller),
+            self.export_target.wait(target),
+        ) {
+            (None, None) => None,
+            (Some(mine), Some(theirs)) if theirs > mine => Some((theirs, true)),
+            (Some(mine), _) => Some((mine, false)),
+            (None, Some(theirs)) => Some((theirs, true)),
+        }
+    }
+
+    /// Charges `bytes` of an export to its caller and its target.
+    pub(super) fn export_spent(&self, caller: Uuid, target: Uuid, bytes: usize) {
+        self.export_caller.spend(caller, bytes);
+        self.export_target.spend(target, bytes);
+    }
 }
 
 fn refused(limiter: Limiter, wait: Duration, close: bool) -> Response {
@@ -468,7 +517,10 @@ pub async fn enforce(State(state): State<AppState>, request: Request, next: Next
         }
     }
     let mut response = next.run(request).await;
-    tightest.write(response.headers_mut());
+    // An answer refused by a limit of its own (an export's byte budget) names that one.
+    if !response.headers().contains_key("ratelimit-policy") {
+        tightest.write(response.headers_mut());
+    }
     response
 }
 

@@ -4,6 +4,7 @@
 mod accounts;
 mod bots;
 mod bounds;
+mod budget;
 mod conditional;
 mod contract;
 mod deployment;

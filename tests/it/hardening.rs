@@ -1590,6 +1590,163 @@ async fn an_unknown_commit_outcome_on_citus_is_503_with_retry_after(pool: PgPool
     );
 }
 
+/// A finished match of two fresh players (the creator resigned); its id and the winner.
+async fn finished_match(app: &TestApp) -> (String, common::Player) {
+    let (id, creator, other) = app.battle_match("statki").await;
+    let resigned = app
+        .post(
+            &format!("/v1/matches/{id}/resign"),
+            &creator.token,
+            json!({}),
+        )
+        .await;
+    assert_eq!(resigned.status, StatusCode::OK, "{:?}", resigned.body);
+    (id, other)
+}
+
+async fn export_status(app: &TestApp, path: &str, token: &str) -> (StatusCode, String) {
+    let answer = app
+        .client
+        .get(app.url(path))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    let policy = answer
+        .headers()
+        .get("ratelimit-policy")
+        .map(|value| value.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    (answer.status(), policy)
+}
+
+#[sqlx::test]
+async fn exports_have_a_byte_budget_per_caller_and_per_target(pool: PgPool) {
+    let bytes = |per_second| Rate::per_second(per_second, per_second);
+    // A tight budget per caller.
+    let app = spawn_limited(
+        pool.clone(),
+        RateLimitSettings {
+            register: Rate::per_minute(100, 100),
+            export_caller: bytes(1000),
+            export_target: bytes(10_000_000),
+            ..RateLimitSettings::default()
+        },
+    )
+    .await;
+    let (id, winner) = finished_match(&app).await;
+    let other = app.register(&unique("other")).await;
+    let path = format!("/v1/matches/{id}/export");
+    assert_eq!(
+        export_status(&app, &path, &winner.token).await.0,
+        StatusCode::OK
+    );
+    // The export took more than the caller's 1000 bytes: the next is refused at once.
+    let (status, policy) = export_status(&app, &path, &winner.token).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(policy.starts_with("\"export\""), "{policy}");
+    let players = format!("/v1/players/{}/matches/export", winner.id);
+    assert_eq!(
+        export_status(&app, &players, &winner.token).await.0,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // Another caller has a budget of their own.
+    assert_eq!(
+        export_status(&app, &path, &other.token).await.0,
+        StatusCode::OK
+    );
+
+    // A tight budget per target: another caller of the same match waits, not of another.
+    let app = spawn_limited(
+        pool,
+        RateLimitSettings {
+            register: Rate::per_minute(100, 100),
+            export_caller: bytes(10_000_000),
+            export_target: bytes(1000),
+            ..RateLimitSettings::default()
+        },
+    )
+    .await;
+    let (id, winner) = finished_match(&app).await;
+    let (elsewhere, _) = finished_match(&app).await;
+    let other = app.register(&unique("other")).await;
+    let path = format!("/v1/matches/{id}/export");
+    assert_eq!(
+        export_status(&app, &path, &winner.token).await.0,
+        StatusCode::OK
+    );
+    let (status, policy) = export_status(&app, &path, &other.token).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(policy.starts_with("\"export_target\""), "{policy}");
+    let another = format!("/v1/matches/{elsewhere}/export");
+    assert_eq!(
+        export_status(&app, &another, &other.token).await.0,
+        StatusCode::OK
+    );
+}
+
+#[sqlx::test]
+async fn a_streamed_export_is_paced_by_its_byte_budget(pool: PgPool) {
+    let app = spawn_limited(
+        pool,
+        RateLimitSettings {
+            register: Rate::per_minute(100, 100),
+            export_caller: Rate::per_second(1000, 1000),
+            export_target: Rate::per_second(10_000_000, 10_000_000),
+            ..RateLimitSettings::default()
+        },
+    )
+    .await;
+    let (_, winner) = finished_match(&app).await;
+    let mut opponents = Vec::new();
+    for _ in 0..2 {
+        let opponent = app.register(&unique("rival")).await;
+        let id = app
+            .create_match(&winner, json!({ "opponent": opponent.id }))
+            .await;
+        opponents.push((id, opponent));
+    }
+    // Two more finished matches of the winner's: the opponent joins and resigns at once
+    // (a waiting match cannot be resigned, so play it into placement first).
+    for (id, opponent) in &opponents {
+        let joined = app
+            .post(
+                &format!("/v1/matches/{id}/join"),
+                &opponent.token,
+                json!({}),
+            )
+            .await;
+        assert_eq!(joined.status, StatusCode::OK, "{:?}", joined.body);
+        let resigned = app
+            .post(
+                &format!("/v1/matches/{id}/resign"),
+                &opponent.token,
+                json!({}),
+            )
+            .await;
+        assert_eq!(resigned.status, StatusCode::OK, "{:?}", resigned.body);
+    }
+    let started = std::time::Instant::now();
+    let body = app
+        .client
+        .get(app.url(&format!("/v1/players/{}/matches/export", winner.id)))
+        .bearer_auth(&winner.token)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    let lines: Vec<usize> = body.lines().map(|line| line.len() + 1).collect();
+    assert_eq!(lines.len(), 3, "{body}");
+    // Before each line after the first, the budget (1000 bytes in hand, 1000 a second) had
+    // to be out of debt: all but the last line's bytes, less the burst, at 1000 a second.
+    let owed: usize = lines[..lines.len() - 1].iter().sum::<usize>() - 1000;
+    let least = Duration::from_secs_f64(owed as f64 / 1000.0 * 0.9);
+    assert!(took >= least, "{took:?} for {lines:?}, at least {least:?}");
+}
+
 #[sqlx::test]
 async fn concurrent_challenges_to_one_player_are_all_numbered(pool: PgPool) {
     let app = spawn_app(pool).await;
