@@ -14,6 +14,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
+use sqlx::Connection as _;
 use sqlx::migrate::MigrateDatabase as _;
 const MATCHES: usize = 6;
 /// Each player scans rows 3–10; the fleets lie in rows 6–10, so a match lasts about 140 shots.
@@ -54,7 +55,13 @@ impl Drop for Cluster {
 
 /// A base port with the three after it free (balancer and two replicas).
 fn free_ports() -> u16 {
-    let start = 20_000 + (std::process::id() % 20_000) as u16;
+    free_ports_from(20_000)
+}
+
+/// Like [`free_ports`], searching from its own `base`, so tests of this binary that run at
+/// once do not pick the same ports.
+fn free_ports_from(base: u16) -> u16 {
+    let start = base + (std::process::id() % 20_000) as u16;
     (0..200)
         .map(|step| start.wrapping_add(step * 7))
         .find(|base| {
@@ -498,14 +505,15 @@ fn mode_of(path: &Path) -> u32 {
 
 /// Straight to a replica, `X-Forwarded-For` is nobody's word (only the balancer's own
 /// address is believed); through the balancer each client keeps its own budget; the
-/// balancer's log holds no stream ticket and, like every log of the cluster, is 0600.
+/// balancer's log holds no stream ticket and, like every log of the cluster, is 0600; the
+/// replicas connect as an owner that is no superuser.
 #[tokio::test]
 async fn a_replica_believes_only_the_balancer_whose_log_keeps_no_ticket() {
     let name = format!("statki_cluster_xff_{}", std::process::id());
     let url = database_url(&name);
     let state = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("cluster-xff-{}", std::process::id()));
-    let port = free_ports();
+    let port = free_ports_from(41_000);
     let output = Cluster::script(&state)
         .args(["up", "--replicas", "1", "--port", &port.to_string()])
         .env("DATABASE_URL", &url)
@@ -526,6 +534,7 @@ async fn a_replica_believes_only_the_balancer_whose_log_keeps_no_ticket() {
         url: format!("http://127.0.0.1:{port}"),
     };
     let replica = format!("http://127.0.0.1:{}", port + 1);
+    let url_of_database = url.clone();
     let outcome = tokio::spawn(async move {
         // Straight to the replica from 127.0.0.1, a new address in the header each time:
         // one budget (the burst of 5), not 30.
@@ -602,6 +611,41 @@ async fn a_replica_believes_only_the_balancer_whose_log_keeps_no_ticket() {
         for file in [log_path, state.join("replica-1.log")] {
             assert_eq!(mode_of(&file), 0o600, "{}", file.display());
         }
+
+        // Given a superuser's URL, the replicas connect as `statki_owner`, which is none and
+        // cannot become one: RESET ROLE, or SET ROLE to a superuser, leads nowhere.
+        let admin = sqlx::PgPool::connect(&url_of_database)
+            .await
+            .expect("admin");
+        let users: Vec<String> = sqlx::query_scalar(
+            "SELECT DISTINCT usename::text FROM pg_stat_activity WHERE datname = current_database()
+               AND pid <> pg_backend_pid()",
+        )
+        .fetch_all(&admin)
+        .await
+        .expect("sessions");
+        assert_eq!(users, ["statki_owner"], "the replicas' sessions");
+        let password = std::fs::read_to_string(state.join("owner_password")).expect("password");
+        #[cfg(unix)]
+        assert_eq!(mode_of(&state.join("owner_password")), 0o600);
+        let (_, server) = url_of_database
+            .split_once('@')
+            .expect("DATABASE_URL names a role");
+        let owner_url = format!("postgres://statki_owner:{}@{server}", password.trim());
+        let mut owner = sqlx::PgConnection::connect(&owner_url)
+            .await
+            .expect("as the owner");
+        sqlx::raw_sql("RESET ROLE")
+            .execute(&mut owner)
+            .await
+            .expect("reset");
+        let superuser: String = sqlx::query_scalar("SELECT current_setting('is_superuser')")
+            .fetch_one(&mut owner)
+            .await
+            .expect("is_superuser");
+        assert_eq!(superuser, "off");
+        let refused = sqlx::query("SET ROLE postgres").execute(&mut owner).await;
+        assert!(refused.is_err(), "the owner became the superuser");
         drop(cluster);
     })
     .await;

@@ -1523,6 +1523,25 @@ fn the_deploy_files_trust_only_the_balancer_and_bind_loopback() {
         compose.contains("\"${STATKI_PUBLISH_ADDRESS:-127.0.0.1}:${STATKI_PORT:-8000}:8000\""),
         "the balancer is published on loopback by default"
     );
+    // One password per role: the service's owner and Patroni's replication role have their
+    // own, not the superuser's (POSTGRES_PASSWORD was reused by five roles).
+    for (role, variable) in [
+        ("DATABASE_URL:", "${STATKI_DB_PASSWORD:?"),
+        ("STATKI_OWNER_PASSWORD:", "${STATKI_DB_PASSWORD:?"),
+        (
+            "PATRONI_REPLICATION_PASSWORD:",
+            "${STATKI_REPLICATION_PASSWORD:?",
+        ),
+    ] {
+        let values = setting(role);
+        assert_eq!(values.len(), 1, "{role} {values:?}");
+        assert!(values[0].contains(variable), "{role} {}", values[0]);
+        assert!(
+            !values[0].contains("POSTGRES_PASSWORD"),
+            "{role} {}",
+            values[0]
+        );
+    }
     let haproxy = std::fs::read_to_string(root.join("deploy/haproxy.cfg")).unwrap();
     assert!(haproxy.contains("bind \"${STATKI_BALANCER_BIND-127.0.0.1:8000}\""));
     let active = |line: &&str| !line.trim_start().starts_with('#');
