@@ -1532,6 +1532,10 @@ fn the_deploy_files_trust_only_the_balancer_and_bind_loopback() {
             "PATRONI_REPLICATION_PASSWORD:",
             "${STATKI_REPLICATION_PASSWORD:?",
         ),
+        (
+            "PATRONI_RESTAPI_PASSWORD:",
+            "${STATKI_PATRONI_API_PASSWORD:?",
+        ),
     ] {
         let values = setting(role);
         assert_eq!(values.len(), 1, "{role} {values:?}");
