@@ -654,3 +654,149 @@ async fn a_replica_believes_only_the_balancer_whose_log_keeps_no_ticket() {
         std::panic::resume_unwind(failed.into_panic());
     }
 }
+
+/// The postmaster of the cluster in `data_dir` and its children.
+fn postgres_pids(data_dir: &Path) -> Vec<i32> {
+    let pid_file = std::fs::read_to_string(data_dir.join("postmaster.pid")).expect("pid file");
+    let postmaster: i32 = pid_file
+        .lines()
+        .next()
+        .and_then(|line| line.trim().parse().ok())
+        .expect("postmaster pid");
+    let mut pids = vec![postmaster];
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let parent = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|ppid| ppid.parse::<i32>().ok());
+        if parent == Some(postmaster) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+fn signal_all(pids: &[i32], name: &str) {
+    for pid in pids {
+        let _ = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(pid.to_string())
+            .status();
+    }
+}
+
+/// The database stops answering for 4 s under load (every PostgreSQL process paused, as a
+/// leader that died with its connections open): through the balancer every answer is 200
+/// or 503 with Retry-After. The replicas are still the right place to ask, so the balancer
+/// must not take them all out and cut their requests off (before: `/readyz` failed on every
+/// replica, HAProxy marked them all down and shut their sessions, answering 502). Still
+/// true: see the `ignore` reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "issue 38 item 5, open: fails while deploy/haproxy.cfg checks /readyz (seen: 395 x 200, \
+            339 x 503, 2 x 502, 6 cut); checking /healthz passes it (736 x 200) but then \
+            tests/it/ha.rs saw one clock extension for two failovers"]
+async fn a_database_outage_is_answered_200_or_503_through_the_balancer() {
+    let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cluster-outage-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let data_dir = root.join("pgdata");
+    let database = embedded_pg::EmbeddedPostgres::start(&data_dir)
+        .await
+        .expect("a private PostgreSQL");
+    let state = root.join("cluster");
+    let port = free_ports_from(45_000);
+    let output = Cluster::script(&state)
+        .args(["up", "--replicas", "2", "--port", &port.to_string()])
+        .env("DATABASE_URL", database.database_url())
+        .env("STATKI_BIN", env!("CARGO_BIN_EXE_statki"))
+        .env("STATKI_DB_POOL", "4")
+        .env("STATKI_RATE_LIMITS", "false")
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run scripts/cluster up");
+    assert!(
+        output.status.success(),
+        "scripts/cluster up failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let cluster = Cluster {
+        state,
+        url: format!("http://127.0.0.1:{port}"),
+    };
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("client");
+    let session: Value = http
+        .post(format!("{}/v1/players", cluster.url))
+        .json(&json!({ "name": "steady" }))
+        .send()
+        .await
+        .expect("register")
+        .json()
+        .await
+        .expect("a session");
+    let token = session["token"].as_str().expect("token").to_owned();
+
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let askers: Vec<_> = (0..6)
+        .map(|_| {
+            let (http, url, token, stop) = (
+                http.clone(),
+                cluster.url.clone(),
+                token.clone(),
+                stop.clone(),
+            );
+            tokio::spawn(async move {
+                let mut answers = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let answer = http
+                        .get(format!("{url}/v1/me"))
+                        .bearer_auth(&token)
+                        .send()
+                        .await;
+                    answers.push(match answer {
+                        Ok(answer) => (
+                            answer.status().as_u16(),
+                            answer.headers().contains_key("retry-after"),
+                        ),
+                        Err(_) => (0, false),
+                    });
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                answers
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let paused = postgres_pids(&data_dir);
+    signal_all(&paused, "STOP");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    signal_all(&paused, "CONT");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut counts = std::collections::BTreeMap::<u16, usize>::new();
+    let mut unavailable_without_retry = 0;
+    for asker in askers {
+        for (status, retry_after) in asker.await.expect("asker") {
+            *counts.entry(status).or_default() += 1;
+            unavailable_without_retry += usize::from(status == 503 && !retry_after);
+        }
+    }
+    drop(cluster);
+    let _ = database.stop().await;
+    let _ = std::fs::remove_dir_all(&root);
+    eprintln!("answers through a 4 s database outage: {counts:?}");
+    assert!(counts.get(&200).is_some_and(|n| *n > 0), "{counts:?}");
+    assert!(
+        counts.keys().all(|status| matches!(status, 200 | 503)),
+        "answers other than 200 or 503: {counts:?}"
+    );
+    assert_eq!(unavailable_without_retry, 0, "a 503 without Retry-After");
+}
