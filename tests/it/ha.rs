@@ -451,6 +451,30 @@ fn kill_to_first_ack(tally: &Tally, kill: Instant) -> Duration {
         .expect("a write acknowledged after the kill")
 }
 
+/// The replicas' sessions (through the leader's front) are `statki_owner`, no superuser,
+/// which cannot become one (before, they were Patroni's `postgres`).
+async fn replicas_connect_as_the_owner(database_url: &str) {
+    use sqlx::Connection as _;
+    let mut admin = sqlx::PgConnection::connect(database_url)
+        .await
+        .expect("the superuser's URL `up` printed");
+    let users: Vec<String> = sqlx::query_scalar(
+        "SELECT DISTINCT usename::text FROM pg_stat_activity
+         WHERE datname = current_database() AND pid <> pg_backend_pid()
+           AND backend_type = 'client backend'",
+    )
+    .fetch_all(&mut admin)
+    .await
+    .expect("sessions");
+    assert_eq!(users, ["statki_owner"], "the replicas' sessions");
+    let superuser: bool =
+        sqlx::query_scalar("SELECT rolsuper FROM pg_roles WHERE rolname = 'statki_owner'")
+            .fetch_one(&mut admin)
+            .await
+            .expect("the owner role");
+    assert!(!superuser);
+}
+
 /// Patroni's unsafe endpoints and etcd answer only with the credentials `up` generated:
 /// before, `PATCH /config {"synchronous_mode": false}` silently turned synchronous
 /// replication off, `POST /switchover` worked and etcd keys were writable by anyone on the
@@ -554,6 +578,7 @@ async fn the_database_fails_over_twice_and_no_acknowledged_move_is_lost() {
         .to_owned();
     let up_took = started.elapsed();
     control_plane_refuses_strangers(port).await;
+    replicas_connect_as_the_owner(&database_url).await;
 
     let tally = Arc::new(Tally::default());
     let client = Client {
