@@ -75,6 +75,44 @@ pub enum TokenError {
          {SECRET_MIN_BYTES} (e.g. `openssl rand -hex 32`)"
     )]
     WeakSecret(usize),
+    #[error(
+        "the token signing secret (STATKI_JWT_SECRET) is a published placeholder or example: \
+         anyone could forge tokens with it; set 32 random bytes (e.g. `openssl rand -hex 32`) \
+         or leave it unset to have one generated"
+    )]
+    PublicSecret,
+}
+
+/// Secrets published with the project (its deploy files, documentation and examples, in this
+/// and earlier versions): a service configured with one would accept tokens anyone can mint.
+/// `tests/it/hardening.rs` checks that every `STATKI_JWT_SECRET=` value the repository ships is
+/// refused by [`configured_secret`].
+const PUBLISHED_SECRETS: &[&str] = &[
+    "change-me-to-64-random-hex-digits-change-me-to-64-random-hex-digits",
+    "a-test-secret-of-at-least-32-bytes",
+    "another-secret-of-at-least-32-bytes",
+    "another-secret-that-is-at-least-32-bytes",
+    "test-secret-for-statki-tests-32-bytes-at-least",
+];
+
+/// Words only a placeholder contains (compared without case, `-`, `_` or spaces).
+const PLACEHOLDER_WORDS: &[&str] = &["changeme", "replaceme", "placeholder", "yoursecret"];
+
+/// Checks a secret an operator configured: long enough ([`Tokens::new`]) and not one the
+/// project published or an obvious placeholder. Generated secrets need no such check.
+pub fn configured_secret(secret: &str) -> Result<Tokens, TokenError> {
+    let trimmed = secret.trim();
+    let folded: String = trimmed
+        .chars()
+        .filter(|c| !matches!(c, '-' | '_' | ' '))
+        .flat_map(char::to_lowercase)
+        .collect();
+    if PUBLISHED_SECRETS.contains(&trimmed)
+        || PLACEHOLDER_WORDS.iter().any(|word| folded.contains(word))
+    {
+        return Err(TokenError::PublicSecret);
+    }
+    Tokens::new(secret.as_bytes())
 }
 
 /// Signs and checks tokens with one shared secret.

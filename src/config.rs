@@ -127,6 +127,17 @@ pub struct Config {
     #[arg(long, env = "STATKI_ADDRESS_BURST", default_value_t = 1000)]
     pub address_burst: u32,
 
+    /// Export bytes one caller may take a second (`GET /v1/matches/{id}/export` and
+    /// `GET /v1/players/{id}/matches/export` together), four seconds' worth at once; beyond,
+    /// 429 `rate_limited` (a streamed export pauses instead).
+    #[arg(long, env = "STATKI_EXPORT_BYTES_PER_SECOND", default_value_t = crate::http::limits::EXPORT_CALLER_BYTES)]
+    pub export_bytes_per_second: u32,
+
+    /// Export bytes of one match or one player's matches anyone may take a second, four
+    /// seconds' worth at once.
+    #[arg(long, env = "STATKI_EXPORT_TARGET_BYTES_PER_SECOND", default_value_t = crate::http::limits::EXPORT_TARGET_BYTES)]
+    pub export_target_bytes_per_second: u32,
+
     /// The header a trusted balancer puts the client address in (e.g. `X-Forwarded-For`;
     /// its last entry is used). Unset: the TCP peer address. Set it only behind a balancer
     /// that overwrites or appends it, or clients choose their own rate-limit bucket.
@@ -231,6 +242,14 @@ impl Config {
             address: Rate::per_second(self.address_per_second, self.address_burst),
             trusted_proxy_header: self.trusted_proxy_header.clone(),
             trusted_proxies: self.trusted_proxies.clone(),
+            export_caller: Rate::per_second(
+                self.export_bytes_per_second,
+                self.export_bytes_per_second.saturating_mul(4),
+            ),
+            export_target: Rate::per_second(
+                self.export_target_bytes_per_second,
+                self.export_target_bytes_per_second.saturating_mul(4),
+            ),
         })
     }
 }

@@ -29,9 +29,9 @@ async fn main() -> anyhow::Result<()> {
     }
     init_logging(config.log_format);
     if let Some(secret) = &config.jwt_secret {
-        // Before anything starts: a weak secret must stop the service, not serve forgeable
-        // tokens.
-        auth::Tokens::new(secret.as_bytes()).context("refusing to start")?;
+        // Before anything starts: a weak or published secret must stop the service, not
+        // serve forgeable tokens.
+        auth::configured_secret(secret).context("refusing to start")?;
     }
 
     let mut embedded = None;

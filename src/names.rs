@@ -9,8 +9,14 @@
 //! agree: the confusable skeleton (UTS #39) of the upper-cased name taken first, then case
 //! folded, then the skeleton and folding once more, so `Ala`, `ALA`, `Аla` (Cyrillic A),
 //! `Ａla` and `AIa` (capital I) cannot coexist.
+//!
+//! Marks are counted after canonical decomposition (a precomposed `á` is a letter and one
+//! mark), and before keying, a mark that does not change how its letter looks is folded
+//! away: a combining dot above (U+0307) on a letter that already carries a dot (`i`, `j`
+//! and the other soft-dotted letters), unless another mark above came first.
 
 use unicode_normalization::UnicodeNormalization;
+use unicode_normalization::char::canonical_combining_class;
 use unicode_properties::{GeneralCategoryGroup, UnicodeGeneralCategory};
 use unicode_security::confusable_detection::skeleton;
 
@@ -70,7 +76,8 @@ impl PlayerName {
             return Err(NameError::NoLetter);
         }
         let mut in_a_row = 0;
-        for c in name.chars() {
+        // Decomposed: a precomposed letter's own marks count as the marks they are.
+        for c in name.nfd() {
             if c.general_category_group() == GeneralCategoryGroup::Mark {
                 in_a_row += 1;
                 if in_a_row > MAX_MARKS_IN_A_ROW {
@@ -91,11 +98,18 @@ impl PlayerName {
     /// capital `I` is an `l` before folding could make it an `i`; `i`, `I` and `l` then
     /// share a key), folded, then the skeleton and folding once more (for look-alikes only
     /// lower case has, such as `rn` and `m`).
+    /// Marks that do not change a letter's look (see the module note) are folded first.
     pub fn key(&self) -> String {
-        let once = skeleton(&self.0.to_uppercase())
-            .collect::<String>()
-            .to_lowercase();
-        skeleton(&once).collect::<String>().to_lowercase()
+        key_of(&fold_unseen_marks(&self.0))
+    }
+
+    /// Every key an existing account with this name may be stored under, newest first: the
+    /// key, the key before unseen marks were folded, and the legacy key. Registration and
+    /// log-in look names up by all of them.
+    pub fn lookup_keys(&self) -> Vec<String> {
+        let mut keys = vec![self.key(), key_of(&self.0), self.legacy_key()];
+        keys.dedup();
+        keys
     }
 
     /// The key players registered before keys took the skeleton first were given (the
@@ -110,6 +124,60 @@ impl std::fmt::Display for PlayerName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
     }
+}
+
+/// The skeleton of the upper-cased text, folded, then skeleton and folding once more.
+fn key_of(name: &str) -> String {
+    let once = skeleton(&name.to_uppercase())
+        .collect::<String>()
+        .to_lowercase();
+    skeleton(&once).collect::<String>().to_lowercase()
+}
+
+/// `name` without the marks that leave its letters looking the same: a combining dot above
+/// on a soft-dotted letter (its own dot is where the mark would go) when it is the first
+/// mark above that letter.
+fn fold_unseen_marks(name: &str) -> String {
+    const DOT_ABOVE: char = '\u{0307}';
+    /// Above marks share this canonical combining class.
+    const ABOVE: u8 = 230;
+    let mut folded = String::with_capacity(name.len());
+    let mut dotted_base = false;
+    let mut above_taken = false;
+    for c in name.nfd() {
+        if c.general_category_group() == GeneralCategoryGroup::Mark {
+            if c == DOT_ABOVE && dotted_base && !above_taken {
+                continue;
+            }
+            above_taken |= canonical_combining_class(c) == ABOVE;
+        } else {
+            dotted_base = is_soft_dotted(c);
+            above_taken = false;
+        }
+        folded.push(c);
+    }
+    folded.nfc().collect()
+}
+
+/// Letters drawn with a dot of their own (Unicode's Soft_Dotted property) that NFKC keeps.
+fn is_soft_dotted(c: char) -> bool {
+    matches!(
+        c,
+        'i' | 'j'
+            | '\u{012F}'
+            | '\u{0249}'
+            | '\u{0268}'
+            | '\u{029D}'
+            | '\u{03F3}'
+            | '\u{0456}'
+            | '\u{0458}'
+            | '\u{1D96}'
+            | '\u{1DA4}'
+            | '\u{1DA8}'
+            | '\u{1E2D}'
+            | '\u{1ECB}'
+            | '\u{1DF1A}'
+    )
 }
 
 /// Control characters, format characters that render as nothing (zero-width joiners,
@@ -185,6 +253,38 @@ mod tests {
         assert_eq!(PlayerName::parse(&stacked), Err(NameError::StackedMarks));
         assert!(PlayerName::parse("Nguyễn").is_ok());
         assert!(PlayerName::parse("7").is_ok());
+    }
+
+    #[test]
+    fn a_dot_above_a_dotted_letter_folds_away() {
+        assert_eq!(key("Alamoyryi\u{0307}"), key("Alamoyryi"));
+        assert_eq!(key("Ali\u{0307}ce"), key("Alice"));
+        assert_eq!(
+            key("Ali\u{0323}\u{0307}"),
+            key("Ali\u{0323}"),
+            "below marks come first"
+        );
+        assert_eq!(key("Cyri\u{0456}\u{0307}"), key("Cyri\u{0456}"));
+        // A dot above changes the look of an undotted letter, or of an i already topped by
+        // another mark: those stay distinct.
+        assert_ne!(key("Alamoyrya\u{0307}"), key("Alamoyrya"));
+        assert_ne!(key("\u{0130}la"), key("Ila"), "capital I with dot above");
+        assert_ne!(key("Ali\u{0301}\u{0307}"), key("Ali\u{0301}"));
+        // Accounts keyed before the folding are still found.
+        let name = PlayerName::parse("Alamoyryi\u{0307}").expect("valid");
+        assert!(name.lookup_keys().contains(&key_of(name.as_str())));
+    }
+
+    #[test]
+    fn marks_are_counted_after_decomposition() {
+        // NFKC composes `a` + U+0301 into `á`; three more marks make four on one letter.
+        let precomposed = "Ala\u{00E1}\u{0316}\u{0317}\u{0318}";
+        assert_eq!(PlayerName::parse(precomposed), Err(NameError::StackedMarks));
+        assert!(PlayerName::parse("Ala\u{00E1}\u{0316}\u{0317}").is_ok());
+        assert!(
+            PlayerName::parse("Nguy\u{1EC5}n").is_ok(),
+            "ễ has two marks"
+        );
     }
 
     #[test]

@@ -66,6 +66,10 @@ ha_start_node() {
   fi
   PATRONI_NAME="pg$node" \
     PATRONI_SCOPE="statki-$HA_PORT" \
+    PATRONI_RESTAPI_USERNAME=statki \
+    PATRONI_RESTAPI_PASSWORD="$(ha_secret restapi)" \
+    PATRONI_ETCD3_USERNAME=root \
+    PATRONI_ETCD3_PASSWORD="$(ha_secret etcd)" \
     PATRONI_RESTAPI_LISTEN="127.0.0.1:$(ha_rest_port "$node")" \
     PATRONI_RESTAPI_CONNECT_ADDRESS="127.0.0.1:$(ha_rest_port "$node")" \
     PATRONI_POSTGRESQL_LISTEN="127.0.0.1:$(ha_pg_port "$node")" \
@@ -102,6 +106,15 @@ ha_kill_node() {
   say "database node $node killed (Patroni and PostgreSQL, SIGKILL)"
 }
 
+# The password of one part of the control plane (`restapi`: Patroni's unsafe REST
+# endpoints; `etcd`: its root user), generated once per `up` and kept in the ha dir (0600).
+ha_secret() {
+  local file
+  file="$(ha_dir)/$1.password"
+  [ -s "$file" ] || (umask 077 && od -An -tx1 -N24 /dev/urandom | tr -d ' \n' > "$file")
+  cat "$file"
+}
+
 ha_up() {
   HA_PORT=$1
   need_command patroni patroni
@@ -136,7 +149,12 @@ ha_up() {
     sleep 0.1
   done
   [ -n "$ok" ] || { tail -n 20 "$dir/etcd.log" >&2 || true; die "etcd did not start; log: $dir/etcd.log"; }
-  say "etcd on $etcd_url"
+  # Only with the root user's password may anything read or write Patroni's keys.
+  ETCDCTL_API=3 etcdctl --endpoints "$etcd_url" user add "root:$(ha_secret etcd)" >/dev/null \
+    || die "could not create etcd's root user"
+  ETCDCTL_API=3 etcdctl --endpoints "$etcd_url" auth enable >/dev/null \
+    || die "could not turn etcd's authentication on"
+  say "etcd on $etcd_url (authentication on)"
 
   # Node 1 first, so it bootstraps (initdb) and node 2 copies it.
   ha_start_node 1

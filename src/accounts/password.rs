@@ -5,8 +5,12 @@
 //! most [`MAX_WAIT`], and beyond that the work is refused at once ([`HashingFailed::Busy`],
 //! answered `503` with `Retry-After`) instead of queueing without end. Callers hash while
 //! holding no database connection or lock.
+//!
+//! A log-in for a name without a password (or without an account) spends none of that
+//! budget: it waits as long as a verification recently took ([`HashBudget::pretend_verify`])
+//! and answers no, so a spray of unknown names cannot crowd out the accounts that exist.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
@@ -74,7 +78,13 @@ pub struct HashBudget {
     waiting: Arc<AtomicUsize>,
     max_waiting: usize,
     max_wait: Duration,
+    /// How long one Argon2 run took lately, in microseconds (a moving average; 0 before
+    /// the first).
+    typical_micros: Arc<AtomicU64>,
 }
+
+/// What [`HashBudget::pretend_verify`] waits before any Argon2 run was timed.
+const FIRST_TYPICAL: Duration = Duration::from_millis(50);
 
 impl Default for HashBudget {
     /// Half the cores (at least one) hash at once, so the rest keep serving games.
@@ -100,7 +110,35 @@ impl HashBudget {
             waiting: Arc::new(AtomicUsize::new(0)),
             max_waiting,
             max_wait,
+            typical_micros: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// The answer to a password offered for a name that has none (or no account): no, after
+    /// about as long as a verification takes, without running Argon2 or taking a slot.
+    pub async fn pretend_verify(&self) -> bool {
+        let wait = match self.typical_micros.load(Ordering::Relaxed) {
+            0 => FIRST_TYPICAL,
+            micros => Duration::from_micros(micros),
+        };
+        tokio::time::sleep(wait).await;
+        metrics::counter!("statki_password_checks_pretended_total").increment(1);
+        false
+    }
+
+    /// Folds one timed Argon2 run into the typical duration (an eighth of the way; the
+    /// first run sets it).
+    fn timed(&self, took: Duration) {
+        let took = u64::try_from(took.as_micros()).unwrap_or(u64::MAX).max(1);
+        let _ = self
+            .typical_micros
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
+                Some(if old == 0 {
+                    took
+                } else {
+                    old - old / 8 + took / 8
+                })
+            });
     }
 
     /// Runs `work` on a blocking thread once a slot is free; refused when the budget is full.
@@ -129,12 +167,15 @@ impl HashBudget {
         };
         metrics::counter!("statki_password_hashes_total").increment(1);
         // The slot goes with the work: a caller that gives up does not free it early.
-        tokio::task::spawn_blocking(move || {
+        let started = std::time::Instant::now();
+        let outcome = tokio::task::spawn_blocking(move || {
             let _slot = slot;
             work()
         })
         .await
-        .map_err(|e| HashingFailed::Fault(e.to_string()))?
+        .map_err(|e| HashingFailed::Fault(e.to_string()))?;
+        self.timed(started.elapsed());
+        outcome
     }
 
     /// An Argon2id PHC string for `password`, with a fresh random salt.
@@ -213,6 +254,34 @@ mod tests {
 
     async fn verify(password: &Password, hash: Option<String>) -> Result<bool, HashingFailed> {
         HashBudget::default().verify(password, hash).await
+    }
+
+    #[tokio::test]
+    async fn a_pretended_check_takes_no_slot_and_as_long_as_a_real_one() {
+        let budget = HashBudget::new(1, 0, Duration::from_millis(10));
+        let password = Password::new("correct horse".into()).expect("length");
+        let hash = budget.hash(&password).await.expect("hash");
+        let started = std::time::Instant::now();
+        let real = budget.verify(&password, Some(hash.clone())).await;
+        let real_took = started.elapsed();
+        assert_eq!(real.ok(), Some(true));
+        // Every slot taken: a real check is refused, a pretended one still answers no.
+        let _held = budget
+            .running
+            .clone()
+            .try_acquire_owned()
+            .expect("the slot");
+        assert!(matches!(
+            budget.verify(&password, Some(hash)).await,
+            Err(HashingFailed::Busy)
+        ));
+        let started = std::time::Instant::now();
+        assert!(!budget.pretend_verify().await);
+        let pretended = started.elapsed();
+        assert!(
+            pretended * 4 >= real_took && pretended <= real_took * 4 + Duration::from_millis(50),
+            "pretended {pretended:?}, real {real_took:?}"
+        );
     }
 
     #[tokio::test]

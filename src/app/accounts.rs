@@ -30,6 +30,10 @@ const APPLY_WAIT: Duration = Duration::from_secs(2);
 pub const FREE_ATTEMPTS: i32 = 5;
 /// Longest lock after repeated failures: the back-off doubles from 2 s up to this.
 pub const MAX_LOCK_SECONDS: i32 = 900;
+/// Keyed token refreshes a player's idempotency keys remember (the newest): a refresh is
+/// retried within seconds, and at the player rate limit the keys would otherwise grow by
+/// gigabytes a day.
+pub const REFRESH_KEYS_KEPT: i64 = 32;
 
 impl From<revocations::Refused> for AppError {
     fn from(refused: revocations::Refused) -> Self {
@@ -74,7 +78,8 @@ fn presented(token: Verified) -> Option<DateTime<Utc>> {
 impl App {
     /// Registers a player, with a password if one is given. With an `Idempotency-Key` (in the
     /// registration key space) a retry gets the first answer; when the first request carried
-    /// a password, only a retry carrying the same password does.
+    /// a password, only a retry carrying the same password does, and when it carried none,
+    /// only while the account still has none (after that the retry is `NameTaken`).
     ///
     /// `idempotency` must digest the name and whether a password was given, never the
     /// password: no fast hash of a password is stored.
@@ -101,11 +106,16 @@ impl App {
                 if !self.hashing().verify(password, stored).await? {
                     return Err(AppError::IdempotencyMismatch);
                 }
+            } else if store::accounts::has_password(self.pool(), first.id).await? {
+                // Registered without a password, and one was set since (so its holder has
+                // the token and may log in): the key and the name alone no longer hand out
+                // a token.
+                return Err(AppError::NameTaken(name.to_string()));
             }
             return Ok(first);
         }
         // A row from before the current key is found by its old key too.
-        let keys = [name.key(), name.legacy_key()];
+        let keys = name.lookup_keys();
         if store::accounts::by_name_keys(&mut *tx, &keys, name.as_str())
             .await?
             .is_some()
@@ -137,8 +147,9 @@ impl App {
     }
 
     /// Logs in: a fresh token for the player named `name` if `password` is theirs. An unknown
-    /// name, a player without a password and a wrong password get the same answer after the
-    /// same work (one Argon2 verification).
+    /// name, a player without a password and a wrong password get the same answer after
+    /// about the same time (one Argon2 verification, or a wait as long for a name without a
+    /// password, which spends no hashing budget).
     pub async fn log_in(&self, name: &str, password: String) -> Result<Session> {
         // Looked up by the same key registration made unique: case and look-alikes fold.
         let name = PlayerName::parse(name).ok();
@@ -148,17 +159,23 @@ impl App {
         }
         let credentials = match &name {
             Some(name) => {
-                let keys = [name.key(), name.legacy_key()];
+                let keys = name.lookup_keys();
                 store::accounts::by_name_keys(self.pool(), &keys, name.as_str()).await?
             }
             None => None,
         };
         let stored = credentials.as_ref().and_then(|c| c.password_hash.clone());
-        // No connection is held while hashing.
-        let matches = self
-            .hashing()
-            .verify(&Password::offered(password), stored)
-            .await?;
+        // No connection is held while hashing. A name without a password (or account)
+        // gets the same answer after about the same wait, but spends none of the hashing
+        // budget the accounts that exist need.
+        let matches = match stored {
+            Some(stored) => {
+                self.hashing()
+                    .verify(&Password::offered(password), Some(stored))
+                    .await?
+            }
+            None => self.hashing().pretend_verify().await,
+        };
         let Some(credentials) = credentials.filter(|_| matches) else {
             return Err(AppError::InvalidCredentials);
         };
@@ -272,7 +289,8 @@ impl App {
     }
 
     /// A fresh token for the holder of a still valid one. A retry with the same
-    /// `idempotency` key answers the token the first request issued.
+    /// `idempotency` key answers the token the first request issued, for the player's last
+    /// [`REFRESH_KEYS_KEPT`] keyed refreshes; an older key is a new refresh.
     pub async fn refresh(
         &self,
         token: Verified,
@@ -281,6 +299,12 @@ impl App {
         let mut tx = self.pool().begin().await?;
         if let Some(answer) = claim_or_replay(&mut tx, token.player, idempotency).await? {
             return serde_json::from_value(answer).map_err(|e| AppError::Corrupt(e.to_string()));
+        }
+        if let Some(key) = idempotency {
+            // Every refresh digests alike, so its keys are known by their digest: only the
+            // newest are kept, whatever the rate.
+            idempotency::keep_newest(&mut *tx, token.player, &key.request_hash, REFRESH_KEYS_KEPT)
+                .await?;
         }
         let (at, name) =
             store::accounts::issue_instant(&mut *tx, token.player, Some(presented(token)))
@@ -357,6 +381,13 @@ impl App {
             ticket,
             expires_in: STREAM_TICKET_SECONDS,
         })
+    }
+
+    /// Voids a stream ticket, if it is one still unused: for a request that carried it and
+    /// was answered without opening a stream.
+    pub async fn void_stream_ticket(&self, ticket: &str) -> Result<()> {
+        store::tickets::redeem(self.pool(), &ticket_digest(ticket)).await?;
+        Ok(())
     }
 
     /// Takes a stream ticket: the token it stands for (whose revocation the caller still

@@ -140,7 +140,10 @@ fn is_unavailable(error: &sqlx::Error) -> bool {
         // the session was terminated; 53300: too many connections; 25006: a write reached
         // a server that is (now) a read-only standby, as during a failover's switch.
         // On Citus, a worker lost in the middle of a transaction is reported by the
-        // coordinator without a code of its own (XX000), by this message.
+        // coordinator without a code of its own (XX000), by these messages; the second
+        // comes at COMMIT, when the outcome on that worker is unknown: a retry with the
+        // same Idempotency-Key finds what was stored (the schema has no deferred
+        // constraint or trigger, Citus's other cause of that message).
         sqlx::Error::Database(db) => {
             db.code().is_some_and(|code| {
                 code.starts_with("08")
@@ -150,6 +153,8 @@ fn is_unavailable(error: &sqlx::Error) -> bool {
             }) || db
                 .message()
                 .starts_with("failure on connection marked as essential")
+                || (db.code().is_none_or(|code| code == "XX000")
+                    && db.message().starts_with("could not commit transaction"))
         }
         _ => false,
     }

@@ -26,7 +26,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-pub use accounts::{Me, STREAM_TICKET_SECONDS, Session, StreamTicket};
+pub use accounts::{Me, REFRESH_KEYS_KEPT, STREAM_TICKET_SECONDS, Session, StreamTicket};
 pub use bots::{BotBatch, BotProfile, BotWindow};
 pub use clocks::{Expired, OUTAGE_THRESHOLD};
 pub use committed::{Committed, CommittedMatch, Herald};

@@ -90,7 +90,8 @@ pub struct MatchResource {
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub names: BTreeMap<Uuid, String>,
     /// Whether each seated player is online (holds an open event stream, on any replica;
-    /// a bot always is) or away. Reads carry it; the answers to commands leave it out.
+    /// a bot always is) or away. Reads of a running match (waiting, placement or battle)
+    /// carry it; the answers to commands and the reads of a match that is over leave it out.
     /// A match stream tells changes as `presence` events.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub presence: BTreeMap<Uuid, Presence>,
@@ -130,8 +131,14 @@ pub enum PresenceKind {
 }
 
 impl MatchResource {
-    /// Sets the presence of the match's seated players from the ids of those online.
+    /// Sets the presence of the match's seated players from the ids of those online, while
+    /// the match runs (waiting, placement or battle): a match that is over tells no one
+    /// whether its players are online now.
     pub fn set_presence(&mut self, online: &[Uuid]) {
+        if matches!(self.view.phase, Phase::Finished | Phase::Cancelled) {
+            self.presence.clear();
+            return;
+        }
         self.presence = self
             .view
             .players

@@ -511,7 +511,7 @@ fn rate_limit_headers(operation: &mut Operation) {
         response.headers.insert(
             "RateLimit-Policy".to_owned(),
             header(
-                "The limit this answer reports: `\"name\";q=<burst>;w=<seconds a spent burst takes to come back>`; `name` is `address`, `player`, `register` or `login`",
+                "The limit this answer reports: `\"name\";q=<burst>;w=<seconds a spent burst takes to come back>`; `name` is `address`, `player`, `register`, `login`, `register_network` or `login_network` (an IPv6 /48)",
                 "\"player\";q=100;w=2",
             ),
         );

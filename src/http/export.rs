@@ -74,10 +74,13 @@ fn wants_text(headers: &HeaderMap) -> bool {
 )]
 async fn export_match(
     State(state): State<AppState>,
-    Caller(_caller): Caller,
+    Caller(caller): Caller,
     ApiPath(id): ApiPath<Uuid>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    if let Some(refused) = over_budget(&state, caller, id) {
+        return Ok(refused);
+    }
     let export = state.app.export(id).await?;
     let (content_type, body) = if wants_text(&headers) {
         (
@@ -87,12 +90,23 @@ async fn export_match(
     } else {
         ("application/json", conditional::json_bytes(&export)?)
     };
+    if let Some(limits) = state.limits.as_deref() {
+        limits.export_spent(caller, id, body.len());
+    }
     Ok(conditional::private(
         &headers,
         content_type,
         body,
         "authorization, accept",
     ))
+}
+
+/// `429` when the caller's or the target's export byte budget is in debt (nothing is read
+/// then); `None` when the export may go ahead.
+fn over_budget(state: &AppState, caller: Uuid, target: Uuid) -> Option<Response> {
+    let limits = state.limits.as_deref()?;
+    let (wait, on_target) = limits.export_wait(caller, target)?;
+    Some(super::limits::export_refused(limits, on_target, wait))
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -125,7 +139,7 @@ pub struct ExportQuery {
 )]
 async fn export_player_matches(
     State(state): State<AppState>,
-    Caller(_caller): Caller,
+    Caller(caller): Caller,
     ApiPath(player): ApiPath<Uuid>,
     ApiQuery(query): ApiQuery<ExportQuery>,
 ) -> Result<Response, ApiError> {
@@ -134,6 +148,9 @@ async fn export_player_matches(
         return Err(invalid_query(format!(
             "max must be between 1 and {EXPORT_MAX}"
         )));
+    }
+    if let Some(refused) = over_budget(&state, caller, player) {
+        return Ok(refused);
     }
     // Strictly before `until`: no id sorts below the nil id at the same instant.
     let start = Cursor {
@@ -148,6 +165,8 @@ async fn export_player_matches(
         .await?;
     let export = PlayerExport {
         app: state.app.clone(),
+        limits: state.limits.clone(),
+        caller,
         player,
         since: query.since,
         remaining: max,
@@ -171,6 +190,9 @@ fn invalid_query(detail: String) -> ApiError {
 /// page starts.
 struct PlayerExport {
     app: App,
+    /// The byte budgets each line is charged to, and waited for before each next page.
+    limits: Option<std::sync::Arc<super::limits::RateLimits>>,
+    caller: Uuid,
     player: Uuid,
     since: Option<DateTime<Utc>>,
     remaining: i64,
@@ -186,6 +208,14 @@ impl PlayerExport {
             if self.remaining <= 0 {
                 return None;
             }
+            // Paced: no line is sent, and no page read, while a budget is in debt.
+            while let Some((wait, _)) = self
+                .limits
+                .as_deref()
+                .and_then(|limits| limits.export_wait(self.caller, self.player))
+            {
+                tokio::time::sleep(wait).await;
+            }
             if let Some(export) = self.ready.pop_front() {
                 self.remaining -= 1;
                 let line = serde_json::to_vec(&export)
@@ -194,6 +224,9 @@ impl PlayerExport {
                         Bytes::from(line)
                     })
                     .map_err(std::io::Error::other);
+                if let (Some(limits), Ok(line)) = (&self.limits, &line) {
+                    limits.export_spent(self.caller, self.player, line.len());
+                }
                 return Some((line, self));
             }
             let cursor = self.next.take()?;

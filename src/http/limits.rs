@@ -12,7 +12,10 @@
 //! the peer is one of the configured proxy addresses (by default loopback only): then it
 //! is the last address that header carries (the one the balancer itself added), so a
 //! client cannot choose its own bucket by sending the header, even to a replica it reaches
-//! directly. IPv6 addresses are keyed by their /64, the block one subscriber is given.
+//! directly. IPv6 addresses are keyed by their /64, the block one subscriber is given;
+//! registration and log-in also charge the /48 around it (a site's block) with
+//! [`NETWORK_FACTOR`] times their budget, so rotating through a /48's 65,536 /64s gains at
+//! most that factor.
 //!
 //! A token is charged to its player only once the revocation cache has admitted it: a
 //! revoked token, or one of a deleted player, counts against its address alone, so it
@@ -92,6 +95,10 @@ pub struct RateLimitSettings {
     pub trusted_proxy_header: Option<HeaderName>,
     /// The peers whose `trusted_proxy_header` is believed; empty: loopback only.
     pub trusted_proxies: Vec<IpNet>,
+    /// Bytes of exports per caller (`per_period` bytes a second, `burst` at once).
+    pub export_caller: Rate,
+    /// Bytes of exports per exported match or player.
+    pub export_target: Rate,
 }
 
 /// Parses a proxy address or network (`10.0.0.5`, `10.0.0.0/8`, `::1`).
@@ -124,9 +131,16 @@ impl Default for RateLimitSettings {
             address: Rate::per_second(500, 1000),
             trusted_proxy_header: None,
             trusted_proxies: Vec::new(),
+            export_caller: Rate::per_second(EXPORT_CALLER_BYTES, EXPORT_CALLER_BYTES * 4),
+            export_target: Rate::per_second(EXPORT_TARGET_BYTES, EXPORT_TARGET_BYTES * 4),
         }
     }
 }
+
+/// Export bytes one caller may take a second by default (2 MiB; four seconds' worth at once).
+pub const EXPORT_CALLER_BYTES: u32 = 2 * 1024 * 1024;
+/// Export bytes of one match or player anyone may take a second by default (4 MiB).
+pub const EXPORT_TARGET_BYTES: u32 = 4 * 1024 * 1024;
 
 /// A keyed limiter that reports, on every allowed request, how much room is left.
 type Keyed<K> = RateLimiter<K, DefaultKeyedStateStore<K>, DefaultClock, StateInformationMiddleware>;
@@ -202,13 +216,43 @@ impl Tightest {
     }
 }
 
+/// How many /64s' worth of registration and log-in budget one IPv6 /48 has together.
+pub const NETWORK_FACTOR: u32 = 8;
+
+/// The /48 an IPv6 client address lies in; none for IPv4 (keyed by the address alone).
+fn network_key(address: IpAddr) -> Option<IpAddr> {
+    match address {
+        IpAddr::V4(_) => None,
+        IpAddr::V6(v6) => Some(IpAddr::V6(std::net::Ipv6Addr::from(
+            v6.to_bits() & !((1u128 << 80) - 1),
+        ))),
+    }
+}
+
+impl Rate {
+    /// This rate `factor` times over (rate and burst).
+    fn times(self, factor: u32) -> Self {
+        Self {
+            per_period: self.per_period.saturating_mul(factor),
+            burst: self.burst.saturating_mul(factor),
+            ..self
+        }
+    }
+}
+
 /// The live limiters of one replica.
 pub struct RateLimits {
     settings: RateLimitSettings,
     register: Keyed<IpAddr>,
     login: Keyed<IpAddr>,
+    /// Registration and log-in per IPv6 /48 ([`NETWORK_FACTOR`] times the budget).
+    register_network: Keyed<IpAddr>,
+    login_network: Keyed<IpAddr>,
     player: Keyed<Uuid>,
     address: Keyed<IpAddr>,
+    /// Export bytes per caller and per exported match or player.
+    pub(super) export_caller: super::budget::ByteBudget,
+    pub(super) export_target: super::budget::ByteBudget,
     checks: AtomicU64,
 }
 
@@ -229,8 +273,12 @@ impl RateLimits {
         Arc::new(Self {
             register: keyed(settings.register),
             login: keyed(settings.login),
+            register_network: keyed(settings.register.times(NETWORK_FACTOR)),
+            login_network: keyed(settings.login.times(NETWORK_FACTOR)),
             player: keyed(settings.player),
             address: keyed(settings.address),
+            export_caller: super::budget::ByteBudget::new(settings.export_caller),
+            export_target: super::budget::ByteBudget::new(settings.export_target),
             settings,
             checks: AtomicU64::new(0),
         })
@@ -269,7 +317,13 @@ impl RateLimits {
             .fetch_add(1, Ordering::Relaxed)
             .is_multiple_of(HOUSEKEEPING_EVERY)
         {
-            for limiter in [&self.register, &self.login, &self.address] {
+            for limiter in [
+                &self.register,
+                &self.login,
+                &self.register_network,
+                &self.login_network,
+                &self.address,
+            ] {
                 limiter.retain_recent();
                 limiter.shrink_to_fit();
             }
@@ -288,6 +342,39 @@ fn check<K: std::hash::Hash + Eq + Clone>(
     limiter
         .check_key(key)
         .map_err(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
+}
+
+/// The answer to an export whose caller's or target's byte budget is in debt: `429`
+/// naming the budget (`export` or `export_target`), with `Retry-After`.
+pub(super) fn export_refused(limits: &RateLimits, target: bool, wait: Duration) -> Response {
+    let (name, rate) = if target {
+        ("export_target", limits.export_target.rate())
+    } else {
+        ("export", limits.export_caller.rate())
+    };
+    refused(Limiter { name, rate }, wait, false)
+}
+
+impl RateLimits {
+    /// How long an export by `caller` of `target` must wait for both byte budgets, and
+    /// whether the target's is the one in debt; `None` when it may go ahead.
+    pub(super) fn export_wait(&self, caller: Uuid, target: Uuid) -> Option<(Duration, bool)> {
+        match (
+            self.export_caller.wait(caller),
+            self.export_target.wait(target),
+        ) {
+            (None, None) => None,
+            (Some(mine), Some(theirs)) if theirs > mine => Some((theirs, true)),
+            (Some(mine), _) => Some((mine, false)),
+            (None, Some(theirs)) => Some((theirs, true)),
+        }
+    }
+
+    /// Charges `bytes` of an export to its caller and its target.
+    pub(super) fn export_spent(&self, caller: Uuid, target: Uuid, bytes: usize) {
+        self.export_caller.spend(caller, bytes);
+        self.export_target.spend(target, bytes);
+    }
 }
 
 fn refused(limiter: Limiter, wait: Duration, close: bool) -> Response {
@@ -378,12 +465,22 @@ pub async fn enforce(State(state): State<AppState>, request: Request, next: Next
                     name: "register",
                     rate: settings.register,
                 },
+                &limits.register_network,
+                Limiter {
+                    name: "register_network",
+                    rate: settings.register.times(NETWORK_FACTOR),
+                },
             )),
             (&Method::POST, "/v1/sessions") => Some((
                 &limits.login,
                 Limiter {
                     name: "login",
                     rate: settings.login,
+                },
+                &limits.login_network,
+                Limiter {
+                    name: "login_network",
+                    rate: settings.login.times(NETWORK_FACTOR),
                 },
             )),
             _ => None,
@@ -396,10 +493,16 @@ pub async fn enforce(State(state): State<AppState>, request: Request, next: Next
             Ok(room) => tightest.offer(address_limit, &room),
             Err(wait) => return refused(address_limit, wait, close),
         }
-        if let Some((limiter, which)) = route_limit {
+        if let Some((limiter, which, network_limiter, network)) = route_limit {
             match check(limiter, &address) {
                 Ok(room) => tightest.offer(which, &room),
                 Err(wait) => return refused(which, wait, close),
+            }
+            if let Some(block) = network_key(address) {
+                match check(network_limiter, &block) {
+                    Ok(room) => tightest.offer(network, &room),
+                    Err(wait) => return refused(network, wait, close),
+                }
             }
         }
     }
@@ -414,7 +517,10 @@ pub async fn enforce(State(state): State<AppState>, request: Request, next: Next
         }
     }
     let mut response = next.run(request).await;
-    tightest.write(response.headers_mut());
+    // An answer refused by a limit of its own (an export's byte budget) names that one.
+    if !response.headers().contains_key("ratelimit-policy") {
+        tightest.write(response.headers_mut());
+    }
     response
 }
 

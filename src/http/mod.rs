@@ -4,6 +4,7 @@
 mod accounts;
 mod bots;
 mod bounds;
+mod budget;
 mod conditional;
 mod contract;
 mod deployment;
@@ -184,6 +185,11 @@ pub fn app(state: AppState, settings: &HttpSettings) -> Router {
         .layer(middleware::from_fn(move |request: Request, next: Next| {
             answer_within(timeout, request, next)
         }))
+        // Outside the rate limits and the timeout: every answer spends a stream ticket.
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            stream::void_unspent_tickets,
+        ))
         .layer(middleware::from_fn(limit_head))
         .layer(compression())
         .layer(cors(&settings.cors_origins))

@@ -114,9 +114,65 @@ pub struct StreamQuery {
     #[param(minimum = 0, maximum = 9_007_199_254_740_991_i64)]
     pub after: Option<i64>,
     /// A stream ticket (`POST /v1/stream-tickets`) instead of the `Authorization` header,
-    /// for `EventSource`; single use. Ignored when the header is sent.
+    /// for `EventSource`; single use, and spent by any answer to a request that carries it
+    /// (a refused one too). Not used, but spent, when the header is sent.
     #[param(pattern = "^[0-9a-f]{64}$", min_length = 64, max_length = 64)]
     pub ticket: Option<String>,
+}
+
+/// Marks an answer whose request's stream ticket was taken by the handler, so
+/// [`void_unspent_tickets`] need not void it.
+#[derive(Clone, Copy, Debug)]
+struct TicketTaken;
+
+/// Longest a request waits for its ticket to be voided before its answer goes out anyway
+/// (the ticket then lives out its minute).
+const VOID_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The stream tickets a request's query carries: every `ticket` parameter (decoded) that
+/// has a ticket's form. Anything else cannot be one, so costs no database work.
+fn tickets_in(uri: &axum::http::Uri) -> Vec<String> {
+    let Ok(axum::extract::Query(pairs)) =
+        axum::extract::Query::<Vec<(String, String)>>::try_from_uri(uri)
+    else {
+        return Vec::new();
+    };
+    pairs
+        .into_iter()
+        .filter(|(name, value)| {
+            name == "ticket"
+                && value.len() == 64
+                && value
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        })
+        .map(|(_, value)| value)
+        .take(2)
+        .collect()
+}
+
+/// Every answer spends the stream tickets its request carried: a stream opened with one
+/// took it; any other answer (a refused query or resume point, a bearer header beside it,
+/// an unknown path, a rate limit, a timeout) voids it before it is sent, so a ticket seen
+/// once, in a log or an address bar, opens nothing afterwards.
+pub(super) async fn void_unspent_tickets(
+    State(state): State<AppState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let tickets = tickets_in(request.uri());
+    let response = next.run(request).await;
+    if tickets.is_empty() || response.extensions().get::<TicketTaken>().is_some() {
+        return response;
+    }
+    for ticket in &tickets {
+        match tokio::time::timeout(VOID_WAIT, state.app.void_stream_ticket(ticket)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "voiding a stream ticket failed"),
+            Err(_) => tracing::warn!("voiding a stream ticket took too long"),
+        }
+    }
+    response
 }
 
 /// Who opens a stream: the bearer token's holder, or, without the header, the holder of
@@ -339,21 +395,36 @@ async fn match_stream(
     ApiQuery(query): ApiQuery<StreamQuery>,
     headers: HeaderMap,
 ) -> Response {
-    // The resume point first: a refused request must not use up its ticket.
+    // A refused resume point spends the ticket too (`void_unspent_tickets`).
     let after = match resume_point(&headers, &query) {
         Ok(after) => after,
         Err(error) => return error.into_response(),
     };
+    let taken = takes_ticket(&headers, &query);
     let token = match stream_caller(&state, &headers, &query).await {
         Ok(token) => token,
-        Err(error) => return error.into_response(),
+        Err(error) => return mark_taken(error.into_response(), taken),
     };
     let caller = token.player;
-    match state.live.match_feed(id, caller, after).await {
+    let response = match state.live.match_feed(id, caller, after).await {
         Ok(Some(feed)) => sse(&state, feed, token, match_sse),
         Ok(None) => StatusCode::NO_CONTENT.into_response(),
         Err(error) => live_error(error),
+    };
+    mark_taken(response, taken)
+}
+
+/// Whether [`stream_caller`] redeems the query's ticket (it is there, and no bearer header).
+fn takes_ticket(headers: &HeaderMap, query: &StreamQuery) -> bool {
+    query.ticket.is_some() && !headers.contains_key(header::AUTHORIZATION)
+}
+
+/// Marks `response` as the answer to a request whose ticket the handler took.
+fn mark_taken(mut response: Response, taken: bool) -> Response {
+    if taken {
+        response.extensions_mut().insert(TicketTaken);
     }
+    response
 }
 
 /// The caller's own feed as server-sent events: challenges, opponents joining, queue
@@ -380,20 +451,22 @@ async fn player_stream(
     ApiQuery(query): ApiQuery<StreamQuery>,
     headers: HeaderMap,
 ) -> Response {
-    // The resume point first: a refused request must not use up its ticket.
+    // A refused resume point spends the ticket too (`void_unspent_tickets`).
     let after = match resume_point(&headers, &query) {
         Ok(after) => after,
         Err(error) => return error.into_response(),
     };
+    let taken = takes_ticket(&headers, &query);
     let token = match stream_caller(&state, &headers, &query).await {
         Ok(token) => token,
-        Err(error) => return error.into_response(),
+        Err(error) => return mark_taken(error.into_response(), taken),
     };
     let caller = token.player;
-    match state.live.player_feed(caller, after.unwrap_or(0)).await {
+    let response = match state.live.player_feed(caller, after.unwrap_or(0)).await {
         Ok(feed) => sse(&state, feed, token, notice_sse),
         Err(error) => live_error(error),
-    }
+    };
+    mark_taken(response, taken)
 }
 
 #[cfg(test)]

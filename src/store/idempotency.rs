@@ -196,6 +196,30 @@ pub async fn reclaim_expired(
     Ok(reclaimed.rows_affected() == 1)
 }
 
+/// Forgets all but the newest `kept` of `player`'s keys that were claimed for requests
+/// digesting to `request_hash` (a request whose digest is the same every time, such as a
+/// token refresh), so what one player can store under them is bounded.
+pub async fn keep_newest(
+    db: impl PgExecutor<'_>,
+    player: Uuid,
+    request_hash: &str,
+    kept: i64,
+) -> Result<u64, StoreError> {
+    let forgotten = sqlx::query(
+        "DELETE FROM idempotency_keys
+         WHERE player_id = $1 AND request_hash = $2 AND key IN (
+             SELECT key FROM idempotency_keys
+             WHERE player_id = $1 AND request_hash = $2
+             ORDER BY created_at DESC, key OFFSET $3)",
+    )
+    .bind(player)
+    .bind(request_hash)
+    .bind(kept)
+    .execute(db)
+    .await?;
+    Ok(forgotten.rows_affected())
+}
+
 /// Records the answer for a claimed key, in the same transaction as the command.
 pub async fn finish(
     db: impl PgExecutor<'_>,

@@ -498,6 +498,72 @@ async fn a_retried_registration_gets_the_first_answer(pool: PgPool) {
 }
 
 #[sqlx::test]
+async fn a_registration_replay_hands_out_no_token_once_a_password_is_set(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let name = unique("ala");
+    let key = uuid::Uuid::new_v4().to_string();
+    let body = json!({ "name": name });
+    let first = register_with(&app, body.clone(), Some(&key)).await;
+    assert_eq!(first.status, StatusCode::CREATED, "{:?}", first.body);
+    let owner = player_of(&first);
+    let set = app
+        .put(
+            "/v1/me/password",
+            &owner.token,
+            json!({ "password": "owner password" }),
+        )
+        .await;
+    assert_eq!(set.status, StatusCode::NO_CONTENT, "{:?}", set.body);
+    // Someone who learnt the key and the name, from anywhere, within the 24 h.
+    let replay = register_with(&app, body, Some(&key)).await;
+    assert_eq!(
+        (replay.status, replay.code()),
+        (StatusCode::CONFLICT, "name_taken"),
+        "{:?}",
+        replay.body
+    );
+    assert!(replay.body.get("token").is_none());
+    // The owner logs in as usual.
+    let session = log_in(&app, &name, "owner password").await;
+    assert_eq!(session.status, StatusCode::OK, "{:?}", session.body);
+}
+
+#[sqlx::test]
+async fn a_player_stores_a_bounded_number_of_refresh_keys(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let ala = app.register(&unique("ala")).await;
+    let kept = statki::app::REFRESH_KEYS_KEPT;
+    let refresh = |key: String| {
+        app.send(
+            app.client
+                .post(app.url("/v1/me/token"))
+                .bearer_auth(&ala.token)
+                .header("idempotency-key", key),
+        )
+    };
+    let mut tokens = Vec::new();
+    for i in 0..kept + 8 {
+        let reply = refresh(format!("refresh-{i}")).await;
+        assert_eq!(reply.status, StatusCode::OK, "{:?}", reply.body);
+        tokens.push(reply.body["token"].as_str().unwrap().to_owned());
+    }
+    let stored: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM idempotency_keys WHERE player_id = $1::uuid")
+            .bind(&ala.id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(stored, kept, "only the newest refresh keys are kept");
+    // The newest keys still replay their first answer.
+    let last = refresh(format!("refresh-{}", kept + 7)).await;
+    assert_eq!(last.body["token"], tokens[tokens.len() - 1]);
+    // A forgotten one is a new refresh: another valid token, nothing refused.
+    let forgotten = refresh("refresh-0".into()).await;
+    assert_eq!(forgotten.status, StatusCode::OK);
+    assert_ne!(forgotten.body["token"], tokens[0]);
+}
+
+#[sqlx::test]
 async fn a_retried_registration_with_a_password_needs_that_password(pool: PgPool) {
     let app = spawn_app(pool).await;
     let name = unique("ala");

@@ -14,6 +14,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
+use sqlx::Connection as _;
 use sqlx::migrate::MigrateDatabase as _;
 const MATCHES: usize = 6;
 /// Each player scans rows 3–10; the fleets lie in rows 6–10, so a match lasts about 140 shots.
@@ -54,7 +55,13 @@ impl Drop for Cluster {
 
 /// A base port with the three after it free (balancer and two replicas).
 fn free_ports() -> u16 {
-    let start = 20_000 + (std::process::id() % 20_000) as u16;
+    free_ports_from(20_000)
+}
+
+/// Like [`free_ports`], searching from its own `base`, so tests of this binary that run at
+/// once do not pick the same ports.
+fn free_ports_from(base: u16) -> u16 {
+    let start = base + (std::process::id() % 20_000) as u16;
     (0..200)
         .map(|step| start.wrapping_add(step * 7))
         .find(|base| {
@@ -448,4 +455,348 @@ async fn streams_and_moves_survive_replicas_being_killed_behind_the_balancer() {
         Ok(finished) => finished.expect("the failover rehearsal finished within its budget"),
         Err(failed) => std::panic::resume_unwind(failed.into_panic()),
     }
+}
+
+/// Registrations answered 201 of `names`, each sent by `client` to `url` with the
+/// `X-Forwarded-For` `forwarded` gives it (none when `None`).
+async fn registrations_created(
+    client: &reqwest::Client,
+    url: &str,
+    names: std::ops::Range<usize>,
+    prefix: &str,
+    forwarded: impl Fn(usize) -> Option<String>,
+) -> usize {
+    let mut created = 0;
+    for i in names {
+        let mut request = client
+            .post(format!("{url}/v1/players"))
+            .json(&json!({ "name": format!("{prefix}{i}") }));
+        if let Some(address) = forwarded(i) {
+            request = request.header("x-forwarded-for", address);
+        }
+        let status = request.send().await.expect("an answer").status();
+        assert!(
+            status == StatusCode::CREATED || status == StatusCode::TOO_MANY_REQUESTS,
+            "{status}"
+        );
+        created += usize::from(status == StatusCode::CREATED);
+    }
+    created
+}
+
+/// A client that connects from `local` (a loopback address of this machine).
+fn client_from(local: [u8; 4]) -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(Some(std::net::IpAddr::from(local)))
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("client")
+}
+
+#[cfg(unix)]
+fn mode_of(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .expect("the file")
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+/// Straight to a replica, `X-Forwarded-For` is nobody's word (only the balancer's own
+/// address is believed); through the balancer each client keeps its own budget; the
+/// balancer's log holds no stream ticket and, like every log of the cluster, is 0600; the
+/// replicas connect as an owner that is no superuser.
+#[tokio::test]
+async fn a_replica_believes_only_the_balancer_whose_log_keeps_no_ticket() {
+    let name = format!("statki_cluster_xff_{}", std::process::id());
+    let url = database_url(&name);
+    let state = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cluster-xff-{}", std::process::id()));
+    let port = free_ports_from(41_000);
+    let output = Cluster::script(&state)
+        .args(["up", "--replicas", "1", "--port", &port.to_string()])
+        .env("DATABASE_URL", &url)
+        .env("STATKI_BIN", env!("CARGO_BIN_EXE_statki"))
+        .env("STATKI_DB_POOL", "4")
+        .env("STATKI_REGISTER_BURST", "5")
+        .env("STATKI_REGISTER_PER_MINUTE", "1")
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run scripts/cluster up");
+    assert!(
+        output.status.success(),
+        "scripts/cluster up failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let cluster = Cluster {
+        state: state.clone(),
+        url: format!("http://127.0.0.1:{port}"),
+    };
+    let replica = format!("http://127.0.0.1:{}", port + 1);
+    let url_of_database = url.clone();
+    let outcome = tokio::spawn(async move {
+        // Straight to the replica from 127.0.0.1, a new address in the header each time:
+        // one budget (the burst of 5), not 30.
+        let direct = client_from([127, 0, 0, 1]);
+        let created = registrations_created(&direct, &replica, 0..30, "direct", |i| {
+            Some(format!("198.51.100.{i}"))
+        })
+        .await;
+        assert_eq!(created, 5, "a forged X-Forwarded-For was believed");
+
+        // Through the balancer, two clients (127.0.0.3 and 127.0.0.4) each get their own
+        // budget: the balancer's header is believed, and it names the real client
+        // whatever the client wrote before it.
+        let mut through = 0;
+        for (local, prefix) in [([127, 0, 0, 3], "three"), ([127, 0, 0, 4], "four")] {
+            through +=
+                registrations_created(&client_from(local), &cluster.url, 0..8, prefix, |_| {
+                    Some("203.0.113.9".to_owned())
+                })
+                .await;
+        }
+        assert_eq!(
+            through, 10,
+            "each client behind the balancer has a budget of its own"
+        );
+
+        // A ticket in a request through the balancer (refused: after=-1) is not logged.
+        let holder = client_from([127, 0, 0, 5]);
+        let session: Value = holder
+            .post(format!("{}/v1/players", cluster.url))
+            .json(&json!({ "name": "ticket-holder" }))
+            .send()
+            .await
+            .expect("register")
+            .json()
+            .await
+            .expect("a session");
+        let token = session["token"].as_str().expect("a token");
+        let ticket: Value = holder
+            .post(format!("{}/v1/stream-tickets", cluster.url))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("a ticket")
+            .json()
+            .await
+            .expect("a ticket body");
+        let ticket = ticket["ticket"].as_str().expect("the ticket").to_owned();
+        let refused = holder
+            .get(format!(
+                "{}/v1/stream?after=-1&ticket={ticket}",
+                cluster.url
+            ))
+            .send()
+            .await
+            .expect("an answer");
+        assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+        // HAProxy writes its log line when the request ends; give it a moment.
+        let log_path = state.join("haproxy.log");
+        let mut log = String::new();
+        for _ in 0..50 {
+            log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            if log.contains("/v1/stream?") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(log.contains("/v1/stream?after=_&ticket=_"), "{log}");
+        assert!(
+            !log.contains(&ticket),
+            "the balancer logged a ticket:\n{log}"
+        );
+        #[cfg(unix)]
+        for file in [log_path, state.join("replica-1.log")] {
+            assert_eq!(mode_of(&file), 0o600, "{}", file.display());
+        }
+
+        // Given a superuser's URL, the replicas connect as `statki_owner`, which is none and
+        // cannot become one: RESET ROLE, or SET ROLE to a superuser, leads nowhere.
+        let admin = sqlx::PgPool::connect(&url_of_database)
+            .await
+            .expect("admin");
+        let users: Vec<String> = sqlx::query_scalar(
+            "SELECT DISTINCT usename::text FROM pg_stat_activity WHERE datname = current_database()
+               AND pid <> pg_backend_pid()",
+        )
+        .fetch_all(&admin)
+        .await
+        .expect("sessions");
+        assert_eq!(users, ["statki_owner"], "the replicas' sessions");
+        let password = std::fs::read_to_string(state.join("owner_password")).expect("password");
+        #[cfg(unix)]
+        assert_eq!(mode_of(&state.join("owner_password")), 0o600);
+        let (_, server) = url_of_database
+            .split_once('@')
+            .expect("DATABASE_URL names a role");
+        let owner_url = format!("postgres://statki_owner:{}@{server}", password.trim());
+        let mut owner = sqlx::PgConnection::connect(&owner_url)
+            .await
+            .expect("as the owner");
+        sqlx::raw_sql("RESET ROLE")
+            .execute(&mut owner)
+            .await
+            .expect("reset");
+        let superuser: String = sqlx::query_scalar("SELECT current_setting('is_superuser')")
+            .fetch_one(&mut owner)
+            .await
+            .expect("is_superuser");
+        assert_eq!(superuser, "off");
+        let refused = sqlx::query("SET ROLE postgres").execute(&mut owner).await;
+        assert!(refused.is_err(), "the owner became the superuser");
+        drop(cluster);
+    })
+    .await;
+    let _ = sqlx::Postgres::drop_database(&url).await;
+    if let Err(failed) = outcome {
+        std::panic::resume_unwind(failed.into_panic());
+    }
+}
+
+/// The postmaster of the cluster in `data_dir` and its children.
+fn postgres_pids(data_dir: &Path) -> Vec<i32> {
+    let pid_file = std::fs::read_to_string(data_dir.join("postmaster.pid")).expect("pid file");
+    let postmaster: i32 = pid_file
+        .lines()
+        .next()
+        .and_then(|line| line.trim().parse().ok())
+        .expect("postmaster pid");
+    let mut pids = vec![postmaster];
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let parent = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|ppid| ppid.parse::<i32>().ok());
+        if parent == Some(postmaster) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+fn signal_all(pids: &[i32], name: &str) {
+    for pid in pids {
+        let _ = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(pid.to_string())
+            .status();
+    }
+}
+
+/// The database stops answering for 4 s under load (every PostgreSQL process paused, as a
+/// leader that died with its connections open): through the balancer every answer is 200
+/// or 503 with Retry-After. The replicas are still the right place to ask, so the balancer
+/// must not take them all out and cut their requests off (before: `/readyz` failed on every
+/// replica, HAProxy marked them all down and shut their sessions, answering 502). Still
+/// true: see the `ignore` reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "issue 38 item 5, open: fails while deploy/haproxy.cfg checks /readyz (seen: 395 x 200, \
+            339 x 503, 2 x 502, 6 cut); checking /healthz passes it (736 x 200) but then \
+            tests/it/ha.rs saw one clock extension for two failovers"]
+async fn a_database_outage_is_answered_200_or_503_through_the_balancer() {
+    let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cluster-outage-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let data_dir = root.join("pgdata");
+    let database = embedded_pg::EmbeddedPostgres::start(&data_dir)
+        .await
+        .expect("a private PostgreSQL");
+    let state = root.join("cluster");
+    let port = free_ports_from(45_000);
+    let output = Cluster::script(&state)
+        .args(["up", "--replicas", "2", "--port", &port.to_string()])
+        .env("DATABASE_URL", database.database_url())
+        .env("STATKI_BIN", env!("CARGO_BIN_EXE_statki"))
+        .env("STATKI_DB_POOL", "4")
+        .env("STATKI_RATE_LIMITS", "false")
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run scripts/cluster up");
+    assert!(
+        output.status.success(),
+        "scripts/cluster up failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let cluster = Cluster {
+        state,
+        url: format!("http://127.0.0.1:{port}"),
+    };
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("client");
+    let session: Value = http
+        .post(format!("{}/v1/players", cluster.url))
+        .json(&json!({ "name": "steady" }))
+        .send()
+        .await
+        .expect("register")
+        .json()
+        .await
+        .expect("a session");
+    let token = session["token"].as_str().expect("token").to_owned();
+
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let askers: Vec<_> = (0..6)
+        .map(|_| {
+            let (http, url, token, stop) = (
+                http.clone(),
+                cluster.url.clone(),
+                token.clone(),
+                stop.clone(),
+            );
+            tokio::spawn(async move {
+                let mut answers = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let answer = http
+                        .get(format!("{url}/v1/me"))
+                        .bearer_auth(&token)
+                        .send()
+                        .await;
+                    answers.push(match answer {
+                        Ok(answer) => (
+                            answer.status().as_u16(),
+                            answer.headers().contains_key("retry-after"),
+                        ),
+                        Err(_) => (0, false),
+                    });
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                answers
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let paused = postgres_pids(&data_dir);
+    signal_all(&paused, "STOP");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    signal_all(&paused, "CONT");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut counts = std::collections::BTreeMap::<u16, usize>::new();
+    let mut unavailable_without_retry = 0;
+    for asker in askers {
+        for (status, retry_after) in asker.await.expect("asker") {
+            *counts.entry(status).or_default() += 1;
+            unavailable_without_retry += usize::from(status == 503 && !retry_after);
+        }
+    }
+    drop(cluster);
+    let _ = database.stop().await;
+    let _ = std::fs::remove_dir_all(&root);
+    eprintln!("answers through a 4 s database outage: {counts:?}");
+    assert!(counts.get(&200).is_some_and(|n| *n > 0), "{counts:?}");
+    assert!(
+        counts.keys().all(|status| matches!(status, 200 | 503)),
+        "answers other than 200 or 503: {counts:?}"
+    );
+    assert_eq!(unavailable_without_retry, 0, "a 503 without Retry-After");
 }

@@ -451,6 +451,90 @@ fn kill_to_first_ack(tally: &Tally, kill: Instant) -> Duration {
         .expect("a write acknowledged after the kill")
 }
 
+/// The replicas' sessions (through the leader's front) are `statki_owner`, no superuser,
+/// which cannot become one (before, they were Patroni's `postgres`).
+async fn replicas_connect_as_the_owner(database_url: &str) {
+    use sqlx::Connection as _;
+    let mut admin = sqlx::PgConnection::connect(database_url)
+        .await
+        .expect("the superuser's URL `up` printed");
+    let users: Vec<String> = sqlx::query_scalar(
+        "SELECT DISTINCT usename::text FROM pg_stat_activity
+         WHERE datname = current_database() AND pid <> pg_backend_pid()
+           AND backend_type = 'client backend'",
+    )
+    .fetch_all(&mut admin)
+    .await
+    .expect("sessions");
+    assert_eq!(users, ["statki_owner"], "the replicas' sessions");
+    let superuser: bool =
+        sqlx::query_scalar("SELECT rolsuper FROM pg_roles WHERE rolname = 'statki_owner'")
+            .fetch_one(&mut admin)
+            .await
+            .expect("the owner role");
+    assert!(!superuser);
+}
+
+/// Patroni's unsafe endpoints and etcd answer only with the credentials `up` generated:
+/// before, `PATCH /config {"synchronous_mode": false}` silently turned synchronous
+/// replication off, `POST /switchover` worked and etcd keys were writable by anyone on the
+/// machine.
+async fn control_plane_refuses_strangers(port: u16) {
+    let http = reqwest::Client::new();
+    for node in [1, 2] {
+        let rest = format!("http://127.0.0.1:{}", port + 70 + node);
+        let patch = http
+            .patch(format!("{rest}/config"))
+            .json(&json!({ "synchronous_mode": false }))
+            .send()
+            .await
+            .expect("Patroni answers");
+        assert_eq!(
+            patch.status(),
+            StatusCode::UNAUTHORIZED,
+            "PATCH /config on node {node}"
+        );
+        let switchover = http
+            .post(format!("{rest}/switchover"))
+            .json(&json!({ "leader": "pg1" }))
+            .send()
+            .await
+            .expect("Patroni answers");
+        assert_eq!(
+            switchover.status(),
+            StatusCode::UNAUTHORIZED,
+            "POST /switchover on node {node}"
+        );
+    }
+    let config: Value = http
+        .get(format!("http://127.0.0.1:{}/config", port + 71))
+        .send()
+        .await
+        .expect("Patroni answers")
+        .json()
+        .await
+        .expect("its configuration");
+    assert_eq!(config["synchronous_mode"], true, "{config}");
+    let etcd = format!("http://127.0.0.1:{}", port + 50);
+    for args in [
+        &["get", "--prefix", "/"][..],
+        &["put", "/statki/stranger", "was here"],
+        &["del", "--prefix", "/"],
+    ] {
+        let output = std::process::Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .args(["--endpoints", &etcd])
+            .args(args)
+            .output()
+            .expect("run etcdctl");
+        assert!(
+            !output.status.success(),
+            "etcdctl {args:?} without credentials: {}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_database_fails_over_twice_and_no_acknowledged_move_is_lost() {
     let started = Instant::now();
@@ -493,6 +577,8 @@ async fn the_database_fails_over_twice_and_no_acknowledged_move_is_lost() {
         .expect("a STATKI_READ_DATABASE_URL= line")
         .to_owned();
     let up_took = started.elapsed();
+    control_plane_refuses_strangers(port).await;
+    replicas_connect_as_the_owner(&database_url).await;
 
     let tally = Arc::new(Tally::default());
     let client = Client {

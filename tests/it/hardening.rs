@@ -107,6 +107,48 @@ async fn behind_a_trusted_balancer_each_client_address_has_its_own_budget(pool: 
 }
 
 #[sqlx::test]
+async fn an_ipv6_48_rotating_through_its_64s_shares_one_wider_budget(pool: PgPool) {
+    let app = spawn_limited(
+        pool,
+        RateLimitSettings {
+            login: Rate::per_minute(1, 1),
+            register: Rate::per_minute(1, 1),
+            trusted_proxy_header: Some("x-forwarded-for".parse().unwrap()),
+            ..RateLimitSettings::default()
+        },
+    )
+    .await;
+    // A new unknown name every time, so no account's own back-off answers.
+    let log_in = |address: String| {
+        app.client
+            .post(app.url("/v1/sessions"))
+            .header("x-forwarded-for", address)
+            .json(&json!({ "name": unique("nobody"), "password": "whatever it is" }))
+            .send()
+    };
+    // One /48, a new /64 for every attempt: each /64 has a budget of 1, the /48 of 8.
+    let mut passed = 0;
+    for n in 0..40 {
+        let answer = log_in(format!("2001:db8:1:{n:x}::1")).await.unwrap();
+        match answer.status() {
+            StatusCode::UNAUTHORIZED => passed += 1,
+            StatusCode::TOO_MANY_REQUESTS => {
+                let policy = answer.headers()["ratelimit-policy"].to_str().unwrap();
+                assert!(policy.starts_with("\"login_network\""), "{n}: {policy}");
+            }
+            other => panic!("unexpected {other}"),
+        }
+    }
+    let factor = statki::http::limits::NETWORK_FACTOR as usize;
+    assert_eq!(passed, factor, "the /48 got {passed} attempts");
+    // Another /48 is another budget; IPv4 addresses are keyed alone as before.
+    let other = log_in("2001:db8:2::1".into()).await.unwrap();
+    assert_eq!(other.status(), StatusCode::UNAUTHORIZED);
+    let v4 = log_in("198.51.100.77".into()).await.unwrap();
+    assert_eq!(v4.status(), StatusCode::UNAUTHORIZED);
+}
+
+#[sqlx::test]
 async fn a_player_over_their_rate_is_limited_and_others_are_not(pool: PgPool) {
     let app = spawn_limited(
         pool,
@@ -561,6 +603,86 @@ fn a_weak_secret_stops_the_start_up_with_a_clear_message() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("STATKI_JWT_SECRET"), "{stderr}");
     assert!(stderr.contains("at least 32"), "{stderr}");
+}
+
+#[test]
+fn a_published_placeholder_secret_stops_the_start_up() {
+    // The value `.env.example` shipped until now: long enough, and public.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_statki"))
+        .env(
+            "STATKI_JWT_SECRET",
+            "change-me-to-64-random-hex-digits-change-me-to-64-random-hex-digits",
+        )
+        .env(
+            "DATABASE_URL",
+            "postgres://postgres@127.0.0.1:1/never-reached",
+        )
+        .env("STATKI_LISTEN", "127.0.0.1:0")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("published placeholder"), "{stderr}");
+    for placeholder in [
+        "Change_Me-please-with-something-32-bytes-long",
+        "replace me with a secret of at least 32 bytes",
+        "a-test-secret-of-at-least-32-bytes",
+    ] {
+        assert!(
+            statki::auth::configured_secret(placeholder).is_err(),
+            "{placeholder}"
+        );
+    }
+    let random = hex::encode(rand::random::<[u8; 32]>());
+    assert!(statki::auth::configured_secret(&random).is_ok());
+}
+
+/// Every `STATKI_JWT_SECRET` value the repository's deploy files and documentation spell out
+/// is refused: what ships must not be a usable secret.
+#[test]
+fn no_secret_the_repository_ships_is_accepted() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![
+        root.join(".env.example"),
+        root.join("docker-compose.yml"),
+        root.join("README.md"),
+    ];
+    for folder in ["docs", "deploy"] {
+        for entry in std::fs::read_dir(root.join(folder)).unwrap() {
+            files.push(entry.unwrap().path());
+        }
+    }
+    for file in files.iter().filter(|f| f.is_file()) {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        for line in text.lines() {
+            let Some((_, rest)) = line.split_once("STATKI_JWT_SECRET=") else {
+                continue;
+            };
+            let value = rest
+                .split_whitespace()
+                .next()
+                .unwrap_or("")
+                .trim_matches(|c| c == '"' || c == '\'' || c == '`');
+            // Empty, or taken from elsewhere (`$(…)`, `${…}`): nothing to reuse.
+            if value.is_empty() || value.starts_with('$') || value.starts_with('<') {
+                continue;
+            }
+            assert!(
+                statki::auth::configured_secret(value).is_err(),
+                "{} ships the usable secret {value:?}",
+                file.display()
+            );
+        }
+    }
+    // The old `.env.example` line, kept here so the scan itself is exercised.
+    assert!(
+        statki::auth::configured_secret(
+            "change-me-to-64-random-hex-digits-change-me-to-64-random-hex-digits"
+        )
+        .is_err()
+    );
 }
 
 mod connections {
@@ -1025,11 +1147,21 @@ async fn a_full_hashing_budget_answers_503_with_retry_after_at_once(pool: PgPool
         Duration::ZERO,
     ));
     let client = reqwest::Client::new();
+    // Accounts with passwords: only their checks run Argon2 (an unknown name spends none).
+    for i in 0..12 {
+        let created = client
+            .post(format!("{address}/v1/players"))
+            .json(&json!({ "name": format!("holder{i}"), "password": "the right one" }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(created.status(), StatusCode::CREATED);
+    }
     let started = std::time::Instant::now();
     let attempts = (0..12).map(|i| {
         client
             .post(format!("{address}/v1/sessions"))
-            .json(&json!({ "name": format!("nobody{i}"), "password": "whatever it is" }))
+            .json(&json!({ "name": format!("holder{i}"), "password": "whatever it is" }))
             .send()
     });
     let answers = futures::future::join_all(attempts).await;
@@ -1050,6 +1182,106 @@ async fn a_full_hashing_budget_answers_503_with_retry_after_at_once(pool: PgPool
         "one hashing, two waiting, the rest refused: {busy}"
     );
     assert!(started.elapsed() < Duration::from_secs(20));
+}
+
+/// An app on its own listener with a hashing budget of one slot and two waiting (about
+/// what a small machine has), rate limits off.
+async fn spawn_with_one_hashing_slot(pool: PgPool) -> String {
+    statki::store::migrate(&pool).await.expect("migrations");
+    let core = statki::app::App::new(
+        pool.clone(),
+        standard_settings(),
+        Tokens::new(SECRET).expect("keys"),
+    )
+    .with_hash_budget(statki::accounts::password::HashBudget::new(
+        1,
+        2,
+        Duration::from_secs(2),
+    ));
+    let live = statki::live::Hub::start(&pool, HubSettings::default());
+    let router = statki::http::app(statki::http::state(core, live), &test_http_settings());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(statki::http::server::serve(
+        listener,
+        router,
+        statki::http::server::ConnectionSettings::default(),
+        std::future::pending(),
+        Duration::ZERO,
+    ));
+    address
+}
+
+#[sqlx::test]
+async fn a_spray_of_unknown_names_leaves_the_hashing_budget_to_real_accounts(pool: PgPool) {
+    let address = spawn_with_one_hashing_slot(pool).await;
+    let client = reqwest::Client::new();
+    let registered = client
+        .post(format!("{address}/v1/players"))
+        .json(&json!({ "name": "real-user", "password": "the right one" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(registered.status(), StatusCode::CREATED);
+    // Forty sprayers, each logging in with unknown names back to back.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sprayers: Vec<_> = (0..40)
+        .map(|sprayer| {
+            let client = client.clone();
+            let address = address.clone();
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                let mut answers = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let answer = client
+                        .post(format!("{address}/v1/sessions"))
+                        .json(&json!({
+                            "name": format!("nobody-{sprayer}-{answers}"),
+                            "password": "whatever it is"
+                        }))
+                        .send()
+                        .await
+                        .unwrap();
+                    // 503 when the budget is full (as before, when unknown names hashed).
+                    assert!(
+                        matches!(
+                            answer.status(),
+                            StatusCode::UNAUTHORIZED | StatusCode::SERVICE_UNAVAILABLE
+                        ),
+                        "{}",
+                        answer.status()
+                    );
+                    answers += 1;
+                }
+                answers
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut in_time = 0;
+    for _ in 0..10 {
+        let started = std::time::Instant::now();
+        let answer = client
+            .post(format!("{address}/v1/sessions"))
+            .json(&json!({ "name": "real-user", "password": "the right one" }))
+            .send()
+            .await
+            .unwrap();
+        if answer.status() == StatusCode::OK && started.elapsed() <= Duration::from_secs(2) {
+            in_time += 1;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut sprayed = 0;
+    for sprayer in sprayers {
+        sprayed += sprayer.await.unwrap();
+    }
+    eprintln!("under a spray of {sprayed} unknown-name log-ins: {in_time} of 10 in time");
+    assert!(sprayed >= 40, "the spray ran: {sprayed} answers");
+    assert!(
+        in_time >= 9,
+        "the real user logged in {in_time} of 10 times within 2 s"
+    );
 }
 
 #[sqlx::test]
@@ -1120,6 +1352,422 @@ async fn a_capital_i_look_alike_and_blank_or_stacked_names_are_refused(pool: PgP
         assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "{blank:?}");
         assert_eq!(reply.code(), "invalid_name");
     }
+}
+
+#[sqlx::test]
+async fn an_unseen_dot_and_a_precomposed_letters_marks_are_caught(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let original = app.register("Alamoyryi").await;
+    let post = |name: &str| {
+        app.send(
+            app.client
+                .post(app.url("/v1/players"))
+                .json(&json!({ "name": name })),
+        )
+    };
+    // `i` + combining dot above draws exactly as `i`.
+    let dotted = post("Alamoyryi\u{0307}").await;
+    assert_eq!(dotted.status, StatusCode::CONFLICT, "{:?}", dotted.body);
+    assert_eq!(dotted.code(), "name_taken");
+    // A precomposed `á` is a letter and one mark: three more are four on one letter.
+    let stacked = post("Stack\u{00E1}\u{0316}\u{0317}\u{0318}").await;
+    assert_eq!(
+        stacked.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{:?}",
+        stacked.body
+    );
+    assert_eq!(stacked.code(), "invalid_name");
+    // The account itself is unaffected.
+    let me = app.get("/v1/me", Some(&original.token)).await;
+    assert_eq!(me.status, StatusCode::OK);
+}
+
+#[sqlx::test]
+async fn presence_is_told_only_through_a_running_match(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let (id, shooter, target) = app.battle_match("statki").await;
+    let watcher = app.register(&unique("watcher")).await;
+    let path = format!("/v1/matches/{id}");
+    // The target opens the app: an event stream of their own makes them online.
+    let feed = app
+        .client
+        .get(app.url("/v1/stream"))
+        .bearer_auth(&target.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(feed.status(), StatusCode::OK);
+    let running = app.get(&path, Some(&watcher.token)).await;
+    assert_eq!(
+        running.body["presence"][&target.id], "online",
+        "{:?}",
+        running.body
+    );
+    assert_eq!(running.body["presence"][&shooter.id], "away");
+
+    let resigned = app
+        .post(&format!("{path}/resign"), &shooter.token, json!({}))
+        .await;
+    assert_eq!(resigned.status, StatusCode::OK, "{:?}", resigned.body);
+    assert_eq!(resigned.body["phase"], "finished");
+    // Over: nobody learns through it whether its players are online now, the spectator,
+    // the players, or a stream's opening state.
+    for token in [&watcher.token, &shooter.token, &target.token] {
+        let over = app.get(&path, Some(token)).await;
+        assert_eq!(over.status, StatusCode::OK);
+        assert!(over.body.get("presence").is_none(), "{:?}", over.body);
+    }
+    let stream = app
+        .client
+        .get(app.url(&format!("{path}/stream")))
+        .bearer_auth(&watcher.token)
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), StatusCode::OK);
+    let events = stream.text().await.unwrap();
+    assert!(events.contains("event: state"), "{events}");
+    assert!(!events.contains("\"presence\""), "{events}");
+    drop(feed);
+}
+
+#[sqlx::test]
+async fn any_answer_spends_the_stream_ticket_it_carried(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let ala = app.register(&unique("ala")).await;
+    let ticket = || async {
+        let reply = app.post("/v1/stream-tickets", &ala.token, json!({})).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{:?}", reply.body);
+        reply.body["ticket"].as_str().unwrap().to_owned()
+    };
+    let open = |ticket: &str| {
+        app.client
+            .get(app.url(&format!("/v1/stream?ticket={ticket}")))
+            .timeout(Duration::from_secs(5))
+            .send()
+    };
+    // Refused for another reason: a resume point out of range, an unknown parameter, a
+    // bearer header beside it, a path that takes no ticket.
+    for (path, bearer, refused) in [
+        (
+            "/v1/stream?after=-1&ticket=",
+            false,
+            StatusCode::BAD_REQUEST,
+        ),
+        ("/v1/stream?bogus=1&ticket=", false, StatusCode::BAD_REQUEST),
+        (
+            "/v1/stream?after=99999999999999999&ticket=",
+            false,
+            StatusCode::BAD_REQUEST,
+        ),
+        ("/v1/nowhere?ticket=", false, StatusCode::NOT_FOUND),
+        ("/v1/me?ticket=", true, StatusCode::OK),
+    ] {
+        let spent = ticket().await;
+        let mut request = app.client.get(app.url(&format!("{path}{spent}")));
+        if bearer {
+            request = request.bearer_auth(&ala.token);
+        }
+        let answer = request.send().await.unwrap();
+        assert_eq!(answer.status(), refused, "{path}");
+        let later = open(&spent).await.unwrap();
+        assert_eq!(
+            later.status(),
+            StatusCode::UNAUTHORIZED,
+            "{path}: the ticket still opened a stream"
+        );
+    }
+    // An unspent ticket opens one stream, once.
+    let fresh = ticket().await;
+    let stream = open(&fresh).await.unwrap();
+    assert_eq!(stream.status(), StatusCode::OK);
+    assert_eq!(
+        open(&fresh).await.unwrap().status(),
+        StatusCode::UNAUTHORIZED
+    );
+    drop(stream);
+}
+
+/// Read only (no Docker engine here): the compose file believes `X-Forwarded-For` from the
+/// balancer's own fixed address alone and publishes the balancer on loopback; HAProxy binds
+/// loopback unless told otherwise and logs no query value.
+#[test]
+fn the_deploy_files_trust_only_the_balancer_and_bind_loopback() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let compose = std::fs::read_to_string(root.join("docker-compose.yml")).unwrap();
+    let setting = |key: &str| -> Vec<String> {
+        compose
+            .lines()
+            .filter_map(|line| line.trim_start().strip_prefix(key))
+            .map(|value| value.trim().to_owned())
+            .collect()
+    };
+    let trusted = setting("STATKI_TRUSTED_PROXIES:");
+    assert_eq!(trusted.len(), 1, "{trusted:?}");
+    let balancer = setting("ipv4_address:");
+    assert_eq!(
+        balancer.len(),
+        1,
+        "the balancer has one fixed address: {balancer:?}"
+    );
+    assert_eq!(trusted[0], format!("{}/32", balancer[0]));
+    for private in ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"] {
+        assert!(!trusted[0].contains(private), "{}", trusted[0]);
+    }
+    // The fixed address lies outside the range Docker hands out.
+    assert!(balancer[0].contains("172.29.83.10"), "{}", balancer[0]);
+    assert!(compose.contains("ip_range: ${STATKI_NETWORK_DYNAMIC_RANGE:-172.29.83.128/25}"));
+    assert!(
+        compose.contains("\"${STATKI_PUBLISH_ADDRESS:-127.0.0.1}:${STATKI_PORT:-8000}:8000\""),
+        "the balancer is published on loopback by default"
+    );
+    // One password per role: the service's owner and Patroni's replication role have their
+    // own, not the superuser's (POSTGRES_PASSWORD was reused by five roles).
+    for (role, variable) in [
+        ("DATABASE_URL:", "${STATKI_DB_PASSWORD:?"),
+        ("STATKI_OWNER_PASSWORD:", "${STATKI_DB_PASSWORD:?"),
+        (
+            "PATRONI_REPLICATION_PASSWORD:",
+            "${STATKI_REPLICATION_PASSWORD:?",
+        ),
+        (
+            "PATRONI_RESTAPI_PASSWORD:",
+            "${STATKI_PATRONI_API_PASSWORD:?",
+        ),
+    ] {
+        let values = setting(role);
+        assert_eq!(values.len(), 1, "{role} {values:?}");
+        assert!(values[0].contains(variable), "{role} {}", values[0]);
+        assert!(
+            !values[0].contains("POSTGRES_PASSWORD"),
+            "{role} {}",
+            values[0]
+        );
+    }
+    let haproxy = std::fs::read_to_string(root.join("deploy/haproxy.cfg")).unwrap();
+    assert!(haproxy.contains("bind \"${STATKI_BALANCER_BIND-127.0.0.1:8000}\""));
+    let active = |line: &&str| !line.trim_start().starts_with('#');
+    assert!(
+        !haproxy
+            .lines()
+            .filter(active)
+            .any(|l| l.contains("option httplog")),
+        "httplog logs the query, tickets included"
+    );
+    assert!(haproxy.contains("regsub(=[^&]*,=_,g)"));
+}
+
+/// The answer a database error raised with `message` (SQLSTATE XX000, as Citus raises it
+/// without a code of its own) gets: status, code and `Retry-After`.
+async fn answer_to_raised(pool: &PgPool, message: &str) -> (StatusCode, String, Option<String>) {
+    use axum::response::IntoResponse;
+    // The messages are this test's own constants, without quotes.
+    let error = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = 'XX000', MESSAGE = '{message}'; END $$"
+    )))
+    .execute(pool)
+    .await
+    .expect_err("raised");
+    let response =
+        statki::http::error::ApiError::from(statki::app::AppError::Database(error)).into_response();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .map(|value| value.to_str().unwrap().to_owned());
+    let body = axum::body::to_bytes(response.into_body(), 64 * 1024)
+        .await
+        .unwrap();
+    let problem: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    (
+        StatusCode::from_u16(problem["status"].as_u64().unwrap() as u16).unwrap(),
+        problem["code"].as_str().unwrap().to_owned(),
+        retry_after,
+    )
+}
+
+/// A Citus worker lost at COMMIT leaves the outcome unknown: `503 unavailable` with
+/// `Retry-After`, so the client retries with its key and finds what was stored (before:
+/// `500 internal`, "stored state is unreadable: could not commit transaction …").
+#[sqlx::test]
+async fn an_unknown_commit_outcome_on_citus_is_503_with_retry_after(pool: PgPool) {
+    let (status, code, retry_after) = answer_to_raised(
+        &pool,
+        "could not commit transaction for shard 102008 on at least one active node",
+    )
+    .await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
+    );
+    assert!(retry_after.is_some());
+    let (status, _, _) =
+        answer_to_raised(&pool, "failure on connection marked as essential: w1:5432").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    // Any other internal error stays a fault of ours.
+    let (status, code, _) = answer_to_raised(&pool, "something else broke").await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::INTERNAL_SERVER_ERROR, "internal")
+    );
+}
+
+/// A finished match of two fresh players (the creator resigned); its id and the winner.
+async fn finished_match(app: &TestApp) -> (String, common::Player) {
+    let (id, creator, other) = app.battle_match("statki").await;
+    let resigned = app
+        .post(
+            &format!("/v1/matches/{id}/resign"),
+            &creator.token,
+            json!({}),
+        )
+        .await;
+    assert_eq!(resigned.status, StatusCode::OK, "{:?}", resigned.body);
+    (id, other)
+}
+
+async fn export_status(app: &TestApp, path: &str, token: &str) -> (StatusCode, String) {
+    let answer = app
+        .client
+        .get(app.url(path))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    let policy = answer
+        .headers()
+        .get("ratelimit-policy")
+        .map(|value| value.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    (answer.status(), policy)
+}
+
+#[sqlx::test]
+async fn exports_have_a_byte_budget_per_caller_and_per_target(pool: PgPool) {
+    let bytes = |per_second| Rate::per_second(per_second, per_second);
+    // A tight budget per caller.
+    let app = spawn_limited(
+        pool.clone(),
+        RateLimitSettings {
+            register: Rate::per_minute(100, 100),
+            export_caller: bytes(1000),
+            export_target: bytes(10_000_000),
+            ..RateLimitSettings::default()
+        },
+    )
+    .await;
+    let (id, winner) = finished_match(&app).await;
+    let other = app.register(&unique("other")).await;
+    let path = format!("/v1/matches/{id}/export");
+    assert_eq!(
+        export_status(&app, &path, &winner.token).await.0,
+        StatusCode::OK
+    );
+    // The export took more than the caller's 1000 bytes: the next is refused at once.
+    let (status, policy) = export_status(&app, &path, &winner.token).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(policy.starts_with("\"export\""), "{policy}");
+    let players = format!("/v1/players/{}/matches/export", winner.id);
+    assert_eq!(
+        export_status(&app, &players, &winner.token).await.0,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // Another caller has a budget of their own.
+    assert_eq!(
+        export_status(&app, &path, &other.token).await.0,
+        StatusCode::OK
+    );
+
+    // A tight budget per target: another caller of the same match waits, not of another.
+    let app = spawn_limited(
+        pool,
+        RateLimitSettings {
+            register: Rate::per_minute(100, 100),
+            export_caller: bytes(10_000_000),
+            export_target: bytes(1000),
+            ..RateLimitSettings::default()
+        },
+    )
+    .await;
+    let (id, winner) = finished_match(&app).await;
+    let (elsewhere, _) = finished_match(&app).await;
+    let other = app.register(&unique("other")).await;
+    let path = format!("/v1/matches/{id}/export");
+    assert_eq!(
+        export_status(&app, &path, &winner.token).await.0,
+        StatusCode::OK
+    );
+    let (status, policy) = export_status(&app, &path, &other.token).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(policy.starts_with("\"export_target\""), "{policy}");
+    let another = format!("/v1/matches/{elsewhere}/export");
+    assert_eq!(
+        export_status(&app, &another, &other.token).await.0,
+        StatusCode::OK
+    );
+}
+
+#[sqlx::test]
+async fn a_streamed_export_is_paced_by_its_byte_budget(pool: PgPool) {
+    let app = spawn_limited(
+        pool,
+        RateLimitSettings {
+            register: Rate::per_minute(100, 100),
+            export_caller: Rate::per_second(1000, 1000),
+            export_target: Rate::per_second(10_000_000, 10_000_000),
+            ..RateLimitSettings::default()
+        },
+    )
+    .await;
+    let (_, winner) = finished_match(&app).await;
+    let mut opponents = Vec::new();
+    for _ in 0..2 {
+        let opponent = app.register(&unique("rival")).await;
+        let id = app
+            .create_match(&winner, json!({ "opponent": opponent.id }))
+            .await;
+        opponents.push((id, opponent));
+    }
+    // Two more finished matches of the winner's: the opponent joins and resigns at once
+    // (a waiting match cannot be resigned, so play it into placement first).
+    for (id, opponent) in &opponents {
+        let joined = app
+            .post(
+                &format!("/v1/matches/{id}/join"),
+                &opponent.token,
+                json!({}),
+            )
+            .await;
+        assert_eq!(joined.status, StatusCode::OK, "{:?}", joined.body);
+        let resigned = app
+            .post(
+                &format!("/v1/matches/{id}/resign"),
+                &opponent.token,
+                json!({}),
+            )
+            .await;
+        assert_eq!(resigned.status, StatusCode::OK, "{:?}", resigned.body);
+    }
+    let started = std::time::Instant::now();
+    let body = app
+        .client
+        .get(app.url(&format!("/v1/players/{}/matches/export", winner.id)))
+        .bearer_auth(&winner.token)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    let lines: Vec<usize> = body.lines().map(|line| line.len() + 1).collect();
+    assert_eq!(lines.len(), 3, "{body}");
+    // Before each line after the first, the budget (1000 bytes in hand, 1000 a second) had
+    // to be out of debt: all but the last line's bytes, less the burst, at 1000 a second.
+    let owed: usize = lines[..lines.len() - 1].iter().sum::<usize>() - 1000;
+    let least = Duration::from_secs_f64(owed as f64 / 1000.0 * 0.9);
+    assert!(took >= least, "{took:?} for {lines:?}, at least {least:?}");
 }
 
 #[sqlx::test]
