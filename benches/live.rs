@@ -438,7 +438,12 @@ impl Board {
     /// Fires the next shot of the next match in the queue: its latency, or `None` when
     /// every match has shot every empty cell.
     async fn fire(&self, conn: &mut Conn) -> Result<Option<Duration>> {
-        let Some(index) = self.queue.lock().map_err(|_| anyhow!("poisoned"))?.pop_front() else {
+        let Some(index) = self
+            .queue
+            .lock()
+            .map_err(|_| anyhow!("poisoned"))?
+            .pop_front()
+        else {
             return Ok(None);
         };
         let game = &self.games[index];

@@ -80,7 +80,10 @@ const HOT: &[(&str, &str)] = &[
         "join matches m on m.id = d.match_id",
         "now(), now(), now(), 16",
     ),
-    ("from rematch_offers o where o.bot is not null", "now(), now(), 16"),
+    (
+        "from rematch_offers o where o.bot is not null",
+        "now(), now(), 16",
+    ),
     // A new match's row, with its players' names.
     (
         "from inserted i join players p",
