@@ -333,14 +333,16 @@ async fn sweep_loop(inner: Arc<Inner>) {
     let mut ticks = tokio::time::interval(inner.settings.catch_up_interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::select! {
-            _ = ticks.tick() => {}
-            () = inner.sweep_now.notified() => {}
-        }
+        let asked = tokio::select! {
+            _ = ticks.tick() => false,
+            () = inner.sweep_now.notified() => true,
+        };
         if let Err(error) = sweep(&inner).await {
             tracing::warn!(%error, "live: catch-up sweep failed");
         }
-        tokio::time::sleep(SWEEP_MIN_GAP).await;
+        if asked {
+            tokio::time::sleep(SWEEP_MIN_GAP).await;
+        }
     }
 }
 

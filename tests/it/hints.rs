@@ -4,7 +4,7 @@
 //! so its memory and its log are its own) must keep serving the victim, hold its memory,
 //! judge no outage, and log next to nothing.
 
-use crate::common::{SECRET, spawn_app, unique};
+use crate::common::{TestApp, spawn_app, unique};
 
 use std::process::Stdio;
 use std::sync::Arc;
@@ -65,17 +65,17 @@ async fn forged_hints_on_every_channel_cost_a_replica_nothing(
     connect: PgConnectOptions,
 ) {
     let pool: PgPool = options.connect_with(connect.clone()).await.unwrap();
-    // The set-up (players, a match in battle) through an in-process replica.
-    let setup = spawn_app(pool.clone()).await;
-    let (id, shooter, target) = setup.battle_match("statki").await;
-    let others = futures::future::join_all((0..4).map(|_| setup.battle_match("statki"))).await;
+    statki::store::migrate(&pool).await.unwrap();
 
     // The replica under attack: the binary, with its log captured.
     let port = free_port();
     let mut replica = tokio::process::Command::new(env!("CARGO_BIN_EXE_statki"))
         .env("DATABASE_URL", url_as(&connect, "postgres"))
         .env("STATKI_LISTEN", format!("127.0.0.1:{port}"))
-        .env("STATKI_JWT_SECRET", std::str::from_utf8(SECRET).unwrap())
+        .env(
+            "STATKI_JWT_SECRET",
+            format!("{:032x}", uuid::Uuid::new_v4().as_u128()),
+        )
         .env("STATKI_RATE_LIMITS", "false")
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())
@@ -113,7 +113,20 @@ async fn forged_hints_on_every_channel_cost_a_replica_nothing(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(ready, "the replica never became ready");
+    assert!(
+        ready,
+        "the replica never became ready: {:?}",
+        lines.lock().unwrap()
+    );
+
+    // Players and matches in battle, made through that replica (its tokens are its own);
+    // the test's helpers speak HTTP to whatever address they are given.
+    let setup = TestApp {
+        address: base.clone(),
+        ..spawn_app(pool.clone()).await
+    };
+    let (id, shooter, target) = setup.battle_match("statki").await;
+    let others = futures::future::join_all((0..4).map(|_| setup.battle_match("statki"))).await;
 
     // Both players of every match follow it on this replica, so the forged ids are
     // followed ones.
@@ -287,6 +300,7 @@ async fn forged_hints_on_every_channel_cost_a_replica_nothing(
     .await
     .unwrap();
     replica.kill().await.unwrap();
+    replica.wait().await.unwrap();
 
     assert!(
         latencies.len() >= 20,
