@@ -199,27 +199,90 @@ fn on_hints(inner: &Arc<Inner>, payload: &str) {
 }
 
 /// A revocation names a player (`player` or `player:instant`; the instant is never
-/// trusted): the player is marked to be read again if this replica has anything of theirs
-/// to correct, their cached validity or an open stream. Anyone else's next request reads
-/// their row anyway.
+/// trusted): the player is re-read if this replica has anything of theirs to correct, their
+/// cached validity or an open stream; otherwise there is nothing to apply, and the
+/// revocation is only acknowledged (anyone else's next request reads their row anyway).
 fn on_tokens(inner: &Arc<Inner>, payload: &str) {
     let mut malformed = 0;
     for entry in payload.split(',').take(TOKEN_ENTRIES_MAX) {
-        let player = entry
-            .split(':')
-            .next()
-            .and_then(|id| id.parse::<Uuid>().ok());
-        match player {
-            Some(player) => {
-                if inner.revocations.knows(player) || inner.slots.streams_of(player) > 0 {
-                    inner.tokens.mark(player);
-                }
-            }
-            None => malformed += 1,
-        }
+        let (id, instant) = match entry.split_once(':') {
+            Some((id, instant)) => (id, instant.parse::<i64>().ok()),
+            None => (entry, None),
+        };
+        let Ok(player) = id.parse::<Uuid>() else {
+            malformed += 1;
+            continue;
+        };
+        let reread = inner.revocations.knows(player) || inner.slots.streams_of(player) > 0;
+        inner.tokens.announce(player, instant, reread);
     }
     if malformed > 0 {
         hints::malformed(TOKENS_CHANNEL, malformed);
+    }
+}
+
+/// Announced revocations waiting for [`read_tokens`]: players to re-read, and
+/// revocations to acknowledge only. Bounded, so a flood of announcements cannot grow it.
+#[derive(Default)]
+pub(super) struct TokenWork {
+    pending: std::sync::Mutex<TokenPending>,
+    wake: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct TokenPending {
+    reread: std::collections::HashSet<Uuid>,
+    acknowledge: std::collections::HashSet<(Uuid, i64)>,
+}
+
+/// Most announced revocations kept for the next round, of each sort.
+const TOKEN_WORK_MAX: usize = 4_096;
+
+impl TokenWork {
+    fn announce(&self, player: Uuid, instant: Option<i64>, reread: bool) {
+        let mut pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let added = if reread {
+            pending.reread.len() < TOKEN_WORK_MAX && pending.reread.insert(player)
+        } else {
+            match instant {
+                Some(instant) => {
+                    pending.acknowledge.len() < TOKEN_WORK_MAX
+                        && pending.acknowledge.insert((player, instant))
+                }
+                None => false,
+            }
+        };
+        if added {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Waits for work and takes up to `max` of each sort.
+    async fn take(&self, max: usize) -> (Vec<Uuid>, Vec<(Uuid, i64)>) {
+        loop {
+            {
+                let mut pending = self
+                    .pending
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if !pending.reread.is_empty() || !pending.acknowledge.is_empty() {
+                    let reread: Vec<Uuid> = pending.reread.iter().take(max).copied().collect();
+                    for player in &reread {
+                        pending.reread.remove(player);
+                    }
+                    let acknowledge: Vec<(Uuid, i64)> =
+                        pending.acknowledge.iter().take(max).copied().collect();
+                    for entry in &acknowledge {
+                        pending.acknowledge.remove(entry);
+                    }
+                    return (reread, acknowledge);
+                }
+            }
+            self.wake.notified().await;
+        }
     }
 }
 
@@ -238,11 +301,15 @@ fn on_applied(inner: &Arc<Inner>, payload: &str) {
 }
 
 /// Re-reads the players whose tokens were announced, a coalesced batch at a time, and
-/// acknowledges what it applied in as few notifications as fit.
+/// acknowledges what it applied (and the revocations it had nothing to apply for) in as
+/// few notifications as fit.
 pub(super) async fn read_tokens(inner: Arc<Inner>) {
     loop {
-        let players = inner.tokens.take(TOKEN_READ_CHUNK).await;
-        let mut acks: Vec<String> = Vec::new();
+        let (players, nothing_to_apply) = inner.tokens.take(TOKEN_READ_CHUNK).await;
+        let mut acks: Vec<String> = nothing_to_apply
+            .into_iter()
+            .map(|(player, instant)| format!("{player}:{instant}"))
+            .collect();
         for player in players {
             match inner.revocations.reread(player).await {
                 Ok(Some(valid_from)) => acks.push(format!("{player}:{valid_from}")),
@@ -266,8 +333,8 @@ pub(super) async fn read_tokens(inner: Arc<Inner>) {
     }
 }
 
-/// Players re-read per round of [`read_tokens`].
-const TOKEN_READ_CHUNK: usize = 256;
+/// Revocations handled per round of [`read_tokens`], of each sort.
+const TOKEN_READ_CHUNK: usize = 64;
 
 #[cfg(test)]
 mod tests {

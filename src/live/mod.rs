@@ -57,7 +57,7 @@ use crate::app::{Committed, Herald};
 use crate::store::StoreError;
 use feed::Topics;
 use hints::{Hint, Outbox};
-use registry::{Marks, StreamSlots};
+use registry::StreamSlots;
 
 mod feed;
 mod hints;
@@ -134,8 +134,8 @@ struct Inner {
     slots: Arc<StreamSlots>,
     /// Token validity per player, kept current by revocation notifications.
     revocations: Revocations,
-    /// Players whose tokens were announced, to be read again.
-    tokens: Marks,
+    /// Announced token revocations, to re-read or acknowledge.
+    tokens: listener::TokenWork,
     /// What this replica has yet to tell the others.
     outbox: Arc<Outbox>,
     /// Wakes the sweep early: after (re)connecting the listener, or after a failed read.
@@ -188,7 +188,7 @@ impl Hub {
             slots: Arc::new(StreamSlots::new(pool.clone(), replica, &settings, changed)),
             settings,
             revocations: Revocations::new(pool.clone()),
-            tokens: Marks::default(),
+            tokens: listener::TokenWork::default(),
             outbox,
             sweep_now: Notify::new(),
             listening: AtomicBool::new(false),
