@@ -192,18 +192,8 @@ async fn the_per_match_tables_are_distributed_by_match_on_citus(pool: PgPool) {
 /// whether it needed subplans (both mean more than one shard's work).
 async fn shards_touched(pool: &PgPool, sql: &str, args: &str) -> (Vec<u64>, bool, String) {
     let mut conn = pool.acquire().await.unwrap();
-    let name = format!("hot_{}", Uuid::new_v4().simple());
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("PREPARE {name} AS {sql}")))
-        .execute(&mut *conn)
-        .await
-        .unwrap_or_else(|e| panic!("PREPARE {sql}: {e}"));
-    let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "EXPLAIN EXECUTE {name}({args})"
-    )))
-    .fetch_all(&mut *conn)
-    .await
-    .unwrap_or_else(|e| panic!("EXPLAIN {sql} with ({args}): {e}"));
-    let plan = plan.join("\n");
+    let name = common::prepare(&mut conn, sql).await;
+    let plan = common::explain_execute(&mut conn, &name, args).await;
     let tasks = plan
         .lines()
         .filter_map(|line| line.trim().strip_prefix("Task Count: "))

@@ -11,9 +11,7 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use common::{
-    Player, SECRET, TestApp, legal_fleet, spawn_app, spawn_app_with, standard_settings, unique,
-};
+use common::{Player, TestApp, legal_fleet, spawn_app, spawn_app_with, unique};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -1013,44 +1011,6 @@ async fn three_replicas_one_killed_finish_every_match_once(
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Talks to a replica process over HTTP like `TestApp` talks to an in-process app.
-async fn http_app(port: u16, pool: &PgPool) -> TestApp {
-    let client = reqwest::Client::new();
-    let address = format!("http://127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Ok(reply) = client.get(format!("{address}/readyz")).send().await
-            && reply.status().is_success()
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "replica on {port} never got ready"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    TestApp {
-        address,
-        client,
-        pool: pool.clone(),
-        app: statki::app::App::new(
-            pool.clone(),
-            standard_settings(),
-            statki::auth::Tokens::new(SECRET).unwrap(),
-        ),
-        live: statki::live::Hub::start(pool, Default::default()),
-    }
-}
-
 #[sqlx::test]
 async fn a_full_restart_gives_the_player_on_turn_their_time_back(
     options: PgPoolOptions,
@@ -1066,9 +1026,9 @@ async fn a_full_restart_gives_the_player_on_turn_their_time_back(
         ("STATKI_SHOT_SECONDS", "4"),
         ("STATKI_PLACEMENT_SECONDS", "9"),
     ];
-    let port = free_port();
+    let port = common::free_port();
     let mut only = start_replica(&url, &format!("127.0.0.1:{port}"), &env);
-    let app = http_app(port, &pool).await;
+    let app = common::replica_app(port, &pool).await;
 
     // The operator's clocks come from the environment.
     let (id, on_turn, other) = app.battle_match("statki").await;
@@ -1086,9 +1046,9 @@ async fn a_full_restart_gives_the_player_on_turn_their_time_back(
     let killed = db_now(&pool).await;
     sleep_until(due + ms(2000)).await;
 
-    let port = free_port();
+    let port = common::free_port();
     let _restarted = start_replica(&url, &format!("127.0.0.1:{port}"), &env);
-    let app = http_app(port, &pool).await;
+    let app = common::replica_app(port, &pool).await;
     let started = Instant::now();
     while count(&events(&app, &id, &other).await, "clock_extended") == 0 {
         assert!(

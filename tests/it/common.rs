@@ -368,3 +368,64 @@ pub fn take_logged_events(buffer: &mut String) -> Vec<Value> {
     }
     events
 }
+
+/// A free port on loopback, for a replica process to listen on.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Waits until the replica process on `port` is ready, then talks to it over HTTP like
+/// `TestApp` talks to an in-process app (its tokens are the process's own).
+pub async fn replica_app(port: u16, pool: &PgPool) -> TestApp {
+    let client = reqwest::Client::new();
+    let address = format!("http://127.0.0.1:{port}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        if let Ok(reply) = client.get(format!("{address}/readyz")).send().await
+            && reply.status().is_success()
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "replica on {port} never got ready"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    TestApp {
+        address,
+        client,
+        pool: pool.clone(),
+        app: App::new(
+            pool.clone(),
+            standard_settings(),
+            Tokens::new(SECRET).unwrap(),
+        ),
+        live: Hub::start(pool, HubSettings::default()),
+    }
+}
+
+/// Prepares `sql` on `conn` under a fresh name, which it returns.
+pub async fn prepare(conn: &mut sqlx::PgConnection, sql: &str) -> String {
+    let name = format!("hot_{}", uuid::Uuid::new_v4().simple());
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("PREPARE {name} AS {sql}")))
+        .execute(&mut *conn)
+        .await
+        .unwrap_or_else(|e| panic!("PREPARE {sql}: {e}"));
+    name
+}
+
+/// The plan of the prepared statement `name` executed with `args` (SQL literals), as text.
+pub async fn explain_execute(conn: &mut sqlx::PgConnection, name: &str, args: &str) -> String {
+    let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "EXPLAIN EXECUTE {name}({args})"
+    )))
+    .fetch_all(&mut *conn)
+    .await
+    .unwrap_or_else(|e| panic!("EXPLAIN EXECUTE {name}({args}): {e}"));
+    plan.join("\n")
+}

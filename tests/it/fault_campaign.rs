@@ -81,14 +81,6 @@ impl Replica {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[derive(Default)]
 struct Figures {
     acknowledged: AtomicU64,
@@ -364,7 +356,7 @@ async fn faults_under_load_lose_and_duplicate_no_acknowledged_move() {
     let mut cluster = Some(cluster);
     let mut replicas: Vec<Replica> = (0..2)
         .map(|n| Replica {
-            port: free_port(),
+            port: common::free_port(),
             child: None,
             log: root.join(format!("replica-{n}.log")),
         })
@@ -719,7 +711,7 @@ async fn attacks_leave_a_victim_served() {
     let root = std::env::temp_dir().join(format!("statki-attacks-{}", std::process::id()));
     let cluster = EmbeddedPostgres::start(&root.join("data")).await.unwrap();
     let url = cluster.database_url();
-    let port = free_port();
+    let port = common::free_port();
     let mut replica = start_default_replica(port, &url, &root.join("replica.log")).await;
     let base = format!("http://127.0.0.1:{port}");
     let victim_http = client_from("127.0.0.2");

@@ -7,7 +7,7 @@
 //! It bounds a latency, so `cargo test` skips it and `scripts/checks/fault-campaign` runs it
 //! alone: `cargo test --test it hints:: -- --ignored --nocapture`.
 
-use crate::common::{TestApp, spawn_app, unique};
+use crate::common::{free_port, replica_app, unique};
 
 use std::process::Stdio;
 use std::sync::Arc;
@@ -43,14 +43,6 @@ fn cpu_ticks(pid: u32) -> u64 {
     let after_name = &stat[stat.rfind(')').unwrap() + 2..];
     let fields: Vec<&str> = after_name.split_whitespace().collect();
     fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The URL of the test's own database, as `role` (no password: the test server trusts
@@ -102,33 +94,11 @@ async fn forged_hints_on_every_channel_cost_a_replica_nothing(
             }
         });
     }
-    let base = format!("http://127.0.0.1:{port}");
-    let http = reqwest::Client::new();
-    let mut ready = false;
-    for _ in 0..300 {
-        if http
-            .get(format!("{base}/readyz"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == StatusCode::OK)
-        {
-            ready = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(
-        ready,
-        "the replica never became ready: {:?}",
-        lines.lock().unwrap()
-    );
-
     // Players and matches in battle, made through that replica (its tokens are its own);
     // the test's helpers speak HTTP to whatever address they are given.
-    let setup = TestApp {
-        address: base.clone(),
-        ..spawn_app(pool.clone()).await
-    };
+    let setup = replica_app(port, &pool).await;
+    let base = setup.address.clone();
+    let http = reqwest::Client::new();
     let (id, shooter, target) = setup.battle_match("statki").await;
     let others = futures::future::join_all((0..4).map(|_| setup.battle_match("statki"))).await;
 

@@ -8,6 +8,7 @@
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::common::{explain_execute, prepare};
 use crate::distributable::{normalise, statements};
 
 /// Matches in play.
@@ -174,24 +175,14 @@ async fn fill(pool: &PgPool, from: i64, to: i64) {
 /// The plan of `sql` with `args`, as a custom plan and as a generic one.
 async fn plans(pool: &PgPool, sql: &str, args: &str) -> [String; 2] {
     let mut conn = pool.acquire().await.unwrap();
-    let name = format!("hot_{}", Uuid::new_v4().simple());
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("PREPARE {name} AS {sql}")))
-        .execute(&mut *conn)
-        .await
-        .unwrap_or_else(|e| panic!("PREPARE {sql}: {e}"));
+    let name = prepare(&mut conn, sql).await;
     let mut plans = Vec::new();
     for mode in ["force_custom_plan", "force_generic_plan"] {
         sqlx::raw_sql(sqlx::AssertSqlSafe(format!("SET plan_cache_mode = {mode}")))
             .execute(&mut *conn)
             .await
             .unwrap();
-        let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "EXPLAIN EXECUTE {name}({args})"
-        )))
-        .fetch_all(&mut *conn)
-        .await
-        .unwrap_or_else(|e| panic!("EXPLAIN {sql} with ({args}): {e}"));
-        plans.push(plan.join("\n"));
+        plans.push(explain_execute(&mut conn, &name, args).await);
     }
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
         "DEALLOCATE {name}; RESET plan_cache_mode"
