@@ -85,6 +85,12 @@ fn read_pool(config: &Config) -> anyhow::Result<Option<sqlx::PgPool>> {
         .acquire_timeout(Duration::from_secs(2))
         .max_lifetime(READ_CONNECTION_LIFETIME)
         .idle_timeout(READ_CONNECTION_LIFETIME / 2)
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                sqlx::raw_sql(store::SESSION_SETTINGS).execute(conn).await?;
+                Ok(())
+            })
+        })
         .connect_lazy(url)
         .context("STATKI_READ_DATABASE_URL is not a PostgreSQL URL")?;
     Ok(Some(pool))

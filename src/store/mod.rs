@@ -103,23 +103,35 @@ async fn role_usable(owner: &PgPool, role: &str) -> Result<bool, StoreError> {
     .await?)
 }
 
-/// Options of the service's pool: every new connection switches to `role`, if given.
+/// Settings of every session of the service's pools. PostgreSQL caches a prepared
+/// statement's generic plan for the life of the connection, and one made while a table was
+/// tiny (a fresh database; `players` starts with the bots' few rows) scans that table
+/// sequentially until the connection closes: nothing re-plans it with autovacuum off. A
+/// bench that created 6,000 players over HTTP found 14,332 such scans of `players` (51
+/// million rows read, the batch write among them). No statement of the service wants a
+/// sequential scan of a table that grows, so the sessions refuse them where an index
+/// serves (`tests/it/plans.rs` checks the hot statements on an empty database).
+pub const SESSION_SETTINGS: &str = "SET enable_seqscan = off";
+
+/// Options of the service's pool: every new connection takes [`SESSION_SETTINGS`] and
+/// switches to `role`, if given.
 pub fn pool_options(max_connections: u32, role: Option<String>) -> PgPoolOptions {
-    let options = PgPoolOptions::new()
+    PgPoolOptions::new()
         .max_connections(max_connections)
-        .acquire_timeout(std::time::Duration::from_secs(5));
-    match role {
-        Some(role) => options.after_connect(move |conn, _| {
-            let set = format!("SET ROLE \"{}\"", role.replace('"', "\"\""));
+        .acquire_timeout(std::time::Duration::from_secs(5))
+        .after_connect(move |conn, _| {
+            let role = role.clone();
             Box::pin(async move {
-                sqlx::raw_sql(sqlx::AssertSqlSafe(set))
-                    .execute(conn)
-                    .await?;
+                sqlx::raw_sql(SESSION_SETTINGS).execute(&mut *conn).await?;
+                if let Some(role) = role {
+                    let set = format!("SET ROLE \"{}\"", role.replace('"', "\"\""));
+                    sqlx::raw_sql(sqlx::AssertSqlSafe(set))
+                        .execute(conn)
+                        .await?;
+                }
                 Ok(())
             })
-        }),
-        None => options,
-    }
+        })
 }
 
 pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {

@@ -3,7 +3,9 @@
 //! that runs without it: the only statistics are what the migrations left, such as three
 //! players on one page), every hot-path statement (commands, the view, the event page,
 //! stream catch-up and the fan-out's reads, the sweeps) is planned through its index, as a
-//! custom plan and as the generic plan a prepared statement keeps.
+//! custom plan and as the generic plan a prepared statement keeps. And a generic plan made
+//! while the tables were empty, which a connection keeps for its life, still uses the
+//! indexes once they are full, in a session with the service's settings.
 
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -193,30 +195,21 @@ async fn plans(pool: &PgPool, sql: &str, args: &str) -> [String; 2] {
     [plans.remove(0), plans.remove(0)]
 }
 
-#[sqlx::test]
-async fn hot_statements_use_their_indexes_with_no_statistics_taken(pool: PgPool) {
+async fn without_autovacuum(pool: &PgPool) {
     for table in LARGE.iter().chain(&["bot_turns", "match_command_keys"]) {
         sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
             "ALTER TABLE {table} SET (autovacuum_enabled = off)"
         )))
-        .execute(&pool)
+        .execute(pool)
         .await
         .unwrap();
     }
-    fill(&pool, 0, MATCHES).await;
-    let in_play: i64 = sqlx::query_scalar("SELECT count(*) FROM matches")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    assert_eq!(in_play, MATCHES);
-    let (match_id, player): (Uuid, Uuid) =
-        sqlx::query_as("SELECT id, creator FROM matches ORDER BY id OFFSET 5000 LIMIT 1")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+}
 
+/// The hot statements HOT names, each with its arguments for `match_id` and `player`.
+fn hot_statements(match_id: Uuid, player: Uuid) -> Vec<(&'static str, String, String)> {
     let all = statements();
-    let mut failures = Vec::new();
+    let mut hot = Vec::new();
     for (fragment, args) in HOT {
         let found: Vec<_> = all
             .iter()
@@ -230,14 +223,79 @@ async fn hot_statements_use_their_indexes_with_no_statistics_taken(pool: PgPool)
             .replace("$MATCH", &match_id.to_string())
             .replace("$PLAYER", &player.to_string());
         for statement in found {
-            for plan in plans(&pool, &statement.sql, &args).await {
-                let scanned: Vec<&&str> = LARGE
-                    .iter()
-                    .filter(|table| plan.contains(&format!("Seq Scan on {table} ")))
-                    .collect();
-                if !scanned.is_empty() {
-                    failures.push(format!("`{fragment}` scans {scanned:?}:\n{plan}"));
-                }
+            hot.push((*fragment, statement.sql.clone(), args.clone()));
+        }
+    }
+    hot
+}
+
+/// The large tables `plan` scans sequentially.
+fn scanned(plan: &str) -> Vec<&'static str> {
+    LARGE
+        .iter()
+        .copied()
+        .filter(|table| plan.contains(&format!("Seq Scan on {table} ")))
+        .collect()
+}
+
+#[sqlx::test]
+async fn generic_plans_made_while_the_tables_were_empty_use_the_indexes_once_full(pool: PgPool) {
+    without_autovacuum(&pool).await;
+    let mut session = pool.acquire().await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "{}; SET plan_cache_mode = force_generic_plan",
+        statki::store::SESSION_SETTINGS
+    )))
+    .execute(&mut *session)
+    .await
+    .unwrap();
+    let mut prepared = Vec::new();
+    for (fragment, sql, args) in hot_statements(Uuid::new_v4(), Uuid::new_v4()) {
+        let name = prepare(&mut session, &sql).await;
+        // Executed once while empty: the plan the connection keeps from now on.
+        explain_execute(&mut session, &name, &args).await;
+        prepared.push((fragment, name));
+    }
+    fill(&pool, 0, MATCHES).await;
+    let (match_id, player): (Uuid, Uuid) =
+        sqlx::query_as("SELECT id, creator FROM matches ORDER BY id OFFSET 5000 LIMIT 1")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    let mut failures = Vec::new();
+    for ((fragment, name), (_, _, args)) in
+        prepared.into_iter().zip(hot_statements(match_id, player))
+    {
+        let plan = explain_execute(&mut session, &name, &args).await;
+        let scanned = scanned(&plan);
+        if !scanned.is_empty() {
+            failures.push(format!("`{fragment}` scans {scanned:?}:\n{plan}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[sqlx::test]
+async fn hot_statements_use_their_indexes_with_no_statistics_taken(pool: PgPool) {
+    without_autovacuum(&pool).await;
+    fill(&pool, 0, MATCHES).await;
+    let in_play: i64 = sqlx::query_scalar("SELECT count(*) FROM matches")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(in_play, MATCHES);
+    let (match_id, player): (Uuid, Uuid) =
+        sqlx::query_as("SELECT id, creator FROM matches ORDER BY id OFFSET 5000 LIMIT 1")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+
+    let mut failures = Vec::new();
+    for (fragment, sql, args) in hot_statements(match_id, player) {
+        for plan in plans(&pool, &sql, &args).await {
+            let scanned = scanned(&plan);
+            if !scanned.is_empty() {
+                failures.push(format!("`{fragment}` scans {scanned:?}:\n{plan}"));
             }
         }
     }
