@@ -8,6 +8,11 @@
 //! writes a keep-alive comment more often than the idle timeout, so streams stay open.
 //! One client address (an IPv6 /64) may hold at most `max_connections_per_address` of the
 //! replica's connections, so no one address can take every slot.
+//!
+//! A server-sent event stream lives for a whole match, and most of that time it is idle.
+//! hyper keeps a read and a write buffer of 8 KiB for every connection, so once a stream's
+//! head is on the wire, the loop takes the socket back from hyper, drops hyper's connection
+//! with its buffers, and writes the body's chunks itself ([`Detachable`]).
 
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
@@ -18,13 +23,23 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::ConnectInfo;
+use axum::http::{HeaderValue, Method, Response, Version, header};
+use futures::StreamExt;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Notify, Semaphore, watch};
 use tower::ServiceExt;
+
+/// Marks a response whose body is a long-lived stream (server-sent events): on a
+/// connection of this loop, once hyper has sent its head, the loop writes the body itself
+/// and closes the connection after it. Elsewhere (a test calling the router directly) the
+/// mark changes nothing.
+#[derive(Clone, Copy, Debug)]
+pub struct Detachable;
 
 /// Limits on connections, per replica.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,6 +123,14 @@ struct Activity {
     in_flight: AtomicUsize,
     last_io: AtomicU64,
     head_started: AtomicU64,
+    /// A stream's body taken from its response, waiting for hyper to send the head.
+    detached: std::sync::Mutex<Option<Body>>,
+    /// Bytes were written since the body was detached: the head (hyper answers one request
+    /// at a time, so nothing else is waiting to be written).
+    wrote_head: std::sync::atomic::AtomicBool,
+    /// Told at the first flush after the head was written: hyper flushes its socket only
+    /// once everything it buffered is written.
+    head_sent: Notify,
 }
 
 enum Verdict {
@@ -123,7 +146,51 @@ impl Activity {
             last_io: AtomicU64::new(0),
             // A new connection owes its first request head from the accept on.
             head_started: AtomicU64::new(0),
+            detached: std::sync::Mutex::new(None),
+            wrote_head: std::sync::atomic::AtomicBool::new(false),
+            head_sent: Notify::new(),
         }
+    }
+
+    /// Takes the body of a [`Detachable`] answer to a `GET` over HTTP/1.1 (hyper frames
+    /// its body in chunks, which [`pump`] goes on with): hyper gets the same head, with
+    /// `Connection: close`, and a body that never yields.
+    fn detach(&self, response: Response<Body>) -> Response<Body> {
+        if response.extensions().get::<Detachable>().is_none() {
+            return response;
+        }
+        let (mut parts, body) = response.into_parts();
+        parts
+            .headers
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        parts.headers.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
+        parts.headers.remove(header::CONTENT_LENGTH);
+        *self.detached.lock().unwrap_or_else(PoisonError::into_inner) = Some(body);
+        self.wrote_head.store(false, Ordering::Release);
+        let never = futures::stream::pending::<Result<axum::body::Bytes, Infallible>>();
+        Response::from_parts(parts, Body::from_stream(never))
+    }
+
+    fn flushed(&self) {
+        if self.wrote_head.load(Ordering::Acquire)
+            && self
+                .detached
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_some()
+        {
+            self.head_sent.notify_one();
+        }
+    }
+
+    fn take_detached(&self) -> Option<Body> {
+        self.detached
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
     }
 
     fn now(&self) -> u64 {
@@ -146,6 +213,7 @@ impl Activity {
     fn wrote(&self, bytes: usize) {
         if bytes > 0 {
             self.last_io.store(self.now(), Ordering::Relaxed);
+            self.wrote_head.store(true, Ordering::Release);
         }
     }
 
@@ -219,7 +287,11 @@ impl AsyncWrite for Watched {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.stream).poll_flush(cx)
+        let flushed = Pin::new(&mut self.stream).poll_flush(cx);
+        if let Poll::Ready(Ok(())) = flushed {
+            self.activity.flushed();
+        }
+        flushed
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -314,14 +386,20 @@ async fn serve_connection(
         let activity = activity.clone();
         hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
             activity.request_started();
-            let mut request = request.map(axum::body::Body::new);
+            let detachable =
+                request.method() == Method::GET && request.version() == Version::HTTP_11;
+            let mut request = request.map(Body::new);
             request.extensions_mut().insert(ConnectInfo(peer));
             let answered = app.clone().oneshot(request);
             let activity = activity.clone();
             async move {
-                let response = answered.await;
+                let Ok(response) = answered.await;
                 activity.request_answered();
-                response.map_err(|never: Infallible| match never {})
+                Ok::<_, Infallible>(if detachable {
+                    activity.detach(response)
+                } else {
+                    response
+                })
             }
         })
     };
@@ -332,36 +410,91 @@ async fn serve_connection(
         // between requests and cut keep-alive connections at the header timeout.
         .header_read_timeout(None)
         .max_buf_size(MAX_BUFFER_BYTES);
-    let connection = builder.serve_connection(io, service);
-    tokio::pin!(connection);
+    // Boxed, so that a detached stream's task holds none of it.
+    let mut connection = Box::new(builder.serve_connection(io, service));
     let mut draining = *closing.borrow();
     if draining {
-        connection.as_mut().graceful_shutdown();
+        Pin::new(&mut *connection).graceful_shutdown();
     }
     let mut check = activity.verdict(&settings);
-    loop {
+    let detached = loop {
         let wait = match check {
             Verdict::Keep(wait) => wait,
             Verdict::Close(reason) => {
                 metrics::counter!("statki_connections_dropped_total", "reason" => reason)
                     .increment(1);
                 tracing::debug!(%peer, reason, "closing a connection");
-                break;
+                break None;
             }
         };
         tokio::select! {
-            served = connection.as_mut() => {
+            served = &mut *connection => {
                 if let Err(error) = served {
                     tracing::debug!(%peer, %error, "connection ended with an error");
                 }
-                break;
+                break None;
+            }
+            () = activity.head_sent.notified() => {
+                if let Some(body) = activity.take_detached() {
+                    break Some(body);
+                }
             }
             () = tokio::time::sleep(wait) => check = activity.verdict(&settings),
             _ = closing.changed(), if !draining => {
                 draining = true;
-                connection.as_mut().graceful_shutdown();
+                Pin::new(&mut *connection).graceful_shutdown();
             }
+        }
+    };
+    if let Some(body) = detached {
+        // The head is written and hyper holds nothing unsent: what it read beyond the
+        // request (a pipelined request) goes unanswered, as the head said `Connection: close`.
+        let stream = connection.into_parts().io.into_inner().stream;
+        if let Err(error) = pump(stream, body, settings.idle_timeout).await {
+            tracing::debug!(%peer, %error, "a stream's connection ended with an error");
         }
     }
     metrics::gauge!("statki_connections_open").decrement(1.0);
+}
+
+/// Writes a detached stream's body in HTTP/1.1 chunks until it ends (then the last chunk)
+/// or the client goes away. The client sends nothing more on such a connection: anything it
+/// does send, or its closing, ends the stream; so does a write that waits `idle_timeout`
+/// for a client that reads nothing (as the watchdog closes such a connection in hyper).
+async fn pump(mut stream: TcpStream, body: Body, idle_timeout: Duration) -> std::io::Result<()> {
+    let mut body = body.into_data_stream();
+    loop {
+        let data = tokio::select! {
+            data = body.next() => data,
+            ready = stream.readable() => {
+                ready?;
+                let mut probe = [0_u8; 64];
+                match stream.try_read(&mut probe) {
+                    Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => continue,
+                    Err(error) => return Err(error),
+                    Ok(_) => return Ok(()),
+                }
+            }
+        };
+        let chunk = match data {
+            None => b"0\r\n\r\n".to_vec(),
+            Some(data) => {
+                let data = data.map_err(std::io::Error::other)?;
+                if data.is_empty() {
+                    continue;
+                }
+                let mut chunk = Vec::with_capacity(data.len() + 20);
+                chunk.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+                chunk.extend_from_slice(&data);
+                chunk.extend_from_slice(b"\r\n");
+                chunk
+            }
+        };
+        tokio::time::timeout(idle_timeout, stream.write_all(&chunk))
+            .await
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
+        if chunk.starts_with(b"0\r\n") {
+            return stream.shutdown().await;
+        }
+    }
 }

@@ -360,6 +360,7 @@ fn sse<T: Topic>(
     response
         .headers_mut()
         .insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response.extensions_mut().insert(super::server::Detachable);
     response
 }
 

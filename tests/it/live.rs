@@ -705,6 +705,69 @@ async fn streams_are_limited_per_player_and_per_replica(pool: PgPool) {
     assert!(reopened.is_some(), "the slot was never given back");
 }
 
+/// A stream keeps its connection to itself: the head says `Connection: close` and chunks
+/// the body, the first chunk is the caller's state, and a client that hangs up frees its
+/// stream slot at once, long before a keep-alive would find the socket closed.
+#[sqlx::test]
+async fn a_stream_owns_its_connection_and_a_hang_up_frees_its_slot_at_once(pool: PgPool) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let live = HubSettings {
+        streams_per_player: 1,
+        keep_alive: Duration::from_secs(60),
+        ..HubSettings::default()
+    };
+    let app = spawn_app_full(pool, standard_settings(), live).await;
+    let (id, ala, _bolek) = app.battle_match("statki").await;
+    let path = format!("/v1/matches/{id}/stream");
+    let mut socket = tokio::net::TcpStream::connect(app.address.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: statki\r\nAuthorization: Bearer {}\r\n\r\n",
+        ala.token
+    );
+    socket.write_all(request.as_bytes()).await.unwrap();
+    let mut received = Vec::new();
+    tokio::time::timeout(PATIENCE, async {
+        while !String::from_utf8_lossy(&received).contains("\n\n\r\n") {
+            let mut buffer = [0_u8; 4096];
+            let read = socket.read(&mut buffer).await.unwrap();
+            assert!(read > 0, "closed before the first event");
+            received.extend_from_slice(&buffer[..read]);
+        }
+    })
+    .await
+    .expect("the first event in time");
+    let text = String::from_utf8_lossy(&received).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    let head = head.to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(head.contains("\r\ntransfer-encoding: chunked"), "{head}");
+    assert!(head.contains("\r\nconnection: close"), "{head}");
+    let (size, chunk) = body.split_once("\r\n").unwrap();
+    let size = usize::from_str_radix(size, 16).unwrap();
+    assert!(chunk.len() >= size + 2, "{body}");
+    assert!(chunk[..size].contains("event: state\n"), "{chunk}");
+    assert_eq!(&chunk[size..size + 2], "\r\n");
+
+    let refused = app.get(&path, Some(&ala.token)).await;
+    assert_eq!(refused.code(), "too_many_streams");
+    drop(socket);
+    let started = std::time::Instant::now();
+    loop {
+        let response = open_raw(&app, &path, &ala.token, None).await;
+        if response.status() == StatusCode::OK {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the slot was not given back after the hang-up"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[sqlx::test]
 async fn a_slow_consumer_is_dropped_without_holding_up_the_others(pool: PgPool) {
     let live = HubSettings {
