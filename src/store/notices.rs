@@ -36,8 +36,9 @@ pub async fn push(
          SELECT $1, head.last_seq, $2,
                 $3::jsonb || jsonb_build_object('names', coalesce(
                     (SELECT jsonb_object_agg(p.id, p.name) FROM players p
-                     WHERE p.id::text IN ($3::jsonb ->> 'from', $3::jsonb ->> 'player',
-                                          $3::jsonb ->> 'opponent')),
+                     WHERE p.id IN (($3::jsonb ->> 'from')::uuid,
+                                    ($3::jsonb ->> 'player')::uuid,
+                                    ($3::jsonb ->> 'opponent')::uuid)),
                     '{}'::jsonb))
          FROM head
          RETURNING seq",

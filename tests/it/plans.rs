@@ -87,6 +87,11 @@ const HOT: &[(&str, &str)] = &[
         "from rematch_offers o where o.bot is not null",
         "now(), now(), 16",
     ),
+    // A notice, with the names of the players it names.
+    (
+        "insert into player_notices (player_id, seq, kind, payload)",
+        "'$PLAYER', 'challenge', '{\"from\": \"$PLAYER\"}'",
+    ),
     // A new match's row, with its players' names.
     (
         "from inserted i join players p",
