@@ -4,9 +4,10 @@
 //! an `Idempotency-Key` while the leading database node is SIGKILLed; the old leader then
 //! rejoins as a standby and the new leader is killed in turn (failover back). Every
 //! acknowledged shot is stored exactly once, every match ends with one result by sinking
-//! (nobody loses on time), streams followed through the balancer resume with no gap, and
-//! `statki verify` passes. Then the standby is killed: writes go on (asynchronously) and
-//! reads through the standby front fall back to the leader. The figures (kill to first
+//! (nobody loses on time), streams followed through the balancer (held through a failover,
+//! or resumed) miss no event, and `statki verify` passes. Then the standby is killed:
+//! writes go on (asynchronously) and reads through the standby front fall back to the
+//! leader. The figures (kill to first
 //! acknowledged write, 503s answered, retries) are printed for docs/operations.md.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -675,10 +676,17 @@ async fn the_database_fails_over_twice_and_no_acknowledged_move_is_lost() {
             "both kills happened while matches were played ({first_at}, {second_at} of {total} shots)"
         );
 
-        let mut reconnects = 0;
+        let (mut reconnects, mut spanned) = (0, 0);
         for (match_id, token, stream) in streams {
             let (seen, again) = stream.await.expect("a stream followed to its end");
             reconnects += again;
+            // Clock extensions are written after a failover: a stream that carried both
+            // was open (held, or resumed) across both.
+            let extensions = seen
+                .iter()
+                .filter(|event| event["kind"] == "clock_extended")
+                .count();
+            spanned += usize::from(extensions >= 2);
             let log = event_log(&client, &match_id, &token).await;
             let fixed = |events: &[Value]| -> Vec<Value> {
                 events
@@ -739,7 +747,9 @@ async fn the_database_fails_over_twice_and_no_acknowledged_move_is_lost() {
             tally.retries.load(Ordering::Relaxed),
         );
         assert!(unavailable > 0, "no request met the failover, so nothing was tested");
-        assert!(reconnects > 0, "no stream was cut by a failover, so nothing was tested");
+        // The balancer keeps a replica's streams when it takes the replica out of rotation
+        // (deploy/haproxy.cfg), so a stream may live through a failover without reconnecting.
+        assert!(spanned > 0, "no stream was followed across both failovers, so nothing was tested");
     }))
     .await;
     let outcome = match outcome {
