@@ -93,7 +93,13 @@ impl Cluster {
                 .find(|(_, role)| role == "synchronous standby");
             if let Some((node, _)) = standby {
                 let node: u16 = node.parse().expect("a node number");
-                return format!("postgres://postgres@127.0.0.1:{}/statki", port + 60 + node);
+                let password = std::fs::read_to_string(state.join("ha/postgres.password"))
+                    .expect("the superuser's password");
+                return format!(
+                    "postgres://postgres:{}@127.0.0.1:{}/statki",
+                    password.trim(),
+                    port + 60 + node
+                );
             }
             assert!(
                 start.elapsed() < Duration::from_secs(60),
@@ -476,10 +482,11 @@ async fn replicas_connect_as_the_owner(database_url: &str) {
     assert!(!superuser);
 }
 
-/// Patroni's unsafe endpoints and etcd answer only with the credentials `up` generated:
-/// before, `PATCH /config {"synchronous_mode": false}` silently turned synchronous
-/// replication off, `POST /switchover` worked and etcd keys were writable by anyone on the
-/// machine.
+/// Patroni's unsafe endpoints, etcd and every database role answer only with the
+/// credentials `up` generated: before, `PATCH /config {"synchronous_mode": false}`
+/// silently turned synchronous replication off, `POST /switchover` worked, etcd keys were
+/// writable by anyone on the machine, and `postgres` and `replicator` logged in without a
+/// password.
 async fn control_plane_refuses_strangers(port: u16) {
     let http = reqwest::Client::new();
     for node in [1, 2] {
@@ -516,6 +523,25 @@ async fn control_plane_refuses_strangers(port: u16) {
         .await
         .expect("its configuration");
     assert_eq!(config["synchronous_mode"], true, "{config}");
+    // Every database role gives its password, on every node and through both fronts
+    // (before, `postgres` and `replicator` were trusted on loopback).
+    for database_port in [port + 61, port + 62, port + 80, port + 81] {
+        for role in ["postgres", "replicator", "statki_owner", "statki_app"] {
+            let options = sqlx::postgres::PgConnectOptions::new_without_pgpass()
+                .host("127.0.0.1")
+                .port(database_port)
+                .username(role)
+                .database("postgres");
+            let login = {
+                use sqlx::Connection as _;
+                sqlx::PgConnection::connect_with(&options).await
+            };
+            assert!(
+                login.is_err(),
+                "{role} logged in on port {database_port} without a password"
+            );
+        }
+    }
     let etcd = format!("http://127.0.0.1:{}", port + 50);
     for args in [
         &["get", "--prefix", "/"][..],
