@@ -70,6 +70,9 @@ ha_start_node() {
     PATRONI_RESTAPI_PASSWORD="$(ha_secret restapi)" \
     PATRONI_ETCD3_USERNAME=root \
     PATRONI_ETCD3_PASSWORD="$(ha_secret etcd)" \
+    PATRONI_SUPERUSER_PASSWORD="$(ha_secret postgres)" \
+    PATRONI_REWIND_PASSWORD="$(ha_secret postgres)" \
+    PATRONI_REPLICATION_PASSWORD="$(ha_secret replicator)" \
     PATRONI_RESTAPI_LISTEN="127.0.0.1:$(ha_rest_port "$node")" \
     PATRONI_RESTAPI_CONNECT_ADDRESS="127.0.0.1:$(ha_rest_port "$node")" \
     PATRONI_POSTGRESQL_LISTEN="127.0.0.1:$(ha_pg_port "$node")" \
@@ -107,7 +110,8 @@ ha_kill_node() {
 }
 
 # The password of one part of the control plane (`restapi`: Patroni's unsafe REST
-# endpoints; `etcd`: its root user), generated once per `up` and kept in the ha dir (0600).
+# endpoints; `etcd`: its root user; `postgres` and `replicator`: the database's superuser
+# and replication role), generated once per `up` and kept in the ha dir (0600).
 ha_secret() {
   local file
   file="$(ha_dir)/$1.password"
@@ -224,7 +228,8 @@ ha_wait_routed() {
 
 # pg_is_in_recovery() of the server behind PORT: t (a standby), f (the leader), or nothing.
 ha_in_recovery() {
-  "$1/psql" -XAtq -h 127.0.0.1 -p "$2" -U postgres -d postgres -c 'SELECT pg_is_in_recovery()' 2>/dev/null || true
+  PGPASSWORD="$(ha_secret postgres)" "$1/psql" -XAtq -h 127.0.0.1 -p "$2" -U postgres -d postgres \
+    -c 'SELECT pg_is_in_recovery()' 2>/dev/null || true
 }
 
 # Waits (up to N tenths of a second) until a node leads ("leader"), or until a node is the

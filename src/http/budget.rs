@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
-use super::limits::Rate;
+use super::rate::Rate;
 
 /// One key's balance: bytes it may still take, refilled at the rate up to the burst.
 #[derive(Clone, Copy, Debug)]

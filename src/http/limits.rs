@@ -25,7 +25,6 @@
 //! (`accounts::attempts`) is kept in the database and holds across replicas.
 
 use std::net::{IpAddr, SocketAddr};
-use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -34,50 +33,17 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use governor::RateLimiter;
 use governor::clock::{Clock, DefaultClock};
 use governor::middleware::{StateInformationMiddleware, StateSnapshot};
 use governor::state::keyed::DefaultKeyedStateStore;
-use governor::{Quota, RateLimiter};
 use ipnet::IpNet;
 use uuid::Uuid;
 
 use super::AppState;
+use super::budget::ByteBudget;
 use super::error::{ApiError, ErrorCode};
-
-/// One limit: a sustained rate (`per_period` requests each `period`) and a burst.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Rate {
-    pub per_period: u32,
-    pub period: Duration,
-    pub burst: u32,
-}
-
-impl Rate {
-    pub const fn per_minute(per_minute: u32, burst: u32) -> Self {
-        Self {
-            per_period: per_minute,
-            period: Duration::from_secs(60),
-            burst,
-        }
-    }
-
-    pub const fn per_second(per_second: u32, burst: u32) -> Self {
-        Self {
-            per_period: per_second,
-            period: Duration::from_secs(1),
-            burst,
-        }
-    }
-
-    fn quota(self) -> Quota {
-        let per_period = self.per_period.max(1);
-        let interval = (self.period / per_period).max(Duration::from_nanos(1));
-        let burst = NonZeroU32::new(self.burst.max(1)).unwrap_or(NonZeroU32::MIN);
-        Quota::with_period(interval)
-            .unwrap_or_else(|| Quota::per_second(NonZeroU32::MIN))
-            .allow_burst(burst)
-    }
-}
+pub use super::rate::Rate;
 
 /// The limits an operator sets (see docs/security.md for the defaults' reasoning).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -229,17 +195,6 @@ fn network_key(address: IpAddr) -> Option<IpAddr> {
     }
 }
 
-impl Rate {
-    /// This rate `factor` times over (rate and burst).
-    fn times(self, factor: u32) -> Self {
-        Self {
-            per_period: self.per_period.saturating_mul(factor),
-            burst: self.burst.saturating_mul(factor),
-            ..self
-        }
-    }
-}
-
 /// The live limiters of one replica.
 pub struct RateLimits {
     settings: RateLimitSettings,
@@ -251,8 +206,8 @@ pub struct RateLimits {
     player: Keyed<Uuid>,
     address: Keyed<IpAddr>,
     /// Export bytes per caller and per exported match or player.
-    pub(super) export_caller: super::budget::ByteBudget,
-    pub(super) export_target: super::budget::ByteBudget,
+    pub(super) export_caller: ByteBudget,
+    pub(super) export_target: ByteBudget,
     checks: AtomicU64,
 }
 
@@ -277,8 +232,8 @@ impl RateLimits {
             login_network: keyed(settings.login.times(NETWORK_FACTOR)),
             player: keyed(settings.player),
             address: keyed(settings.address),
-            export_caller: super::budget::ByteBudget::new(settings.export_caller),
-            export_target: super::budget::ByteBudget::new(settings.export_target),
+            export_caller: ByteBudget::new(settings.export_caller),
+            export_target: ByteBudget::new(settings.export_target),
             settings,
             checks: AtomicU64::new(0),
         })

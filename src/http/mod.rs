@@ -16,6 +16,7 @@ pub mod limits;
 mod matches;
 mod players;
 mod queue;
+mod rate;
 mod rulesets;
 pub mod server;
 mod stream;

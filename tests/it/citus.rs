@@ -6,7 +6,7 @@
 //! the integration tests a second time against `scripts/citus up --workers 2`. On plain
 //! PostgreSQL they check that migration 0030 left everything undistributed.
 
-use sqlx::PgPool;
+use sqlx::{Connection, PgPool};
 use uuid::Uuid;
 
 use crate::common;
@@ -469,4 +469,208 @@ async fn keyed_shots_on_both_workers_commit_without_two_phase_commit_or_deadlock
         "{} keyed shots over {on_worker:?} matches per worker: no two-phase commit, no deadlock",
         battles.len()
     );
+}
+
+/// Issue 38, item 1: on Citus the auditor reads no running match's placements or salts by
+/// any path. Before, `run_command_on_shards` (and the other functions that run SQL on the
+/// nodes) read every shard as the auditor, and the auditor could log in to a worker and
+/// read the shards directly. Now those functions are refused to it (deploy/citus-lockdown.sql),
+/// nobody logs in as `statki_auditor` or `statki_app` (their passwords are the servers'),
+/// an operator's own login granted the auditor role reaches the coordinator only, and the
+/// auditor's row policy on `matches` holds on the workers' shards too.
+#[sqlx::test]
+async fn the_auditor_reads_no_running_fleet_on_any_node(pool: PgPool) {
+    if !common::on_citus(&pool).await {
+        return;
+    }
+    let app = common::spawn_app(pool.clone()).await;
+    let (id, _, _) = app.battle_match("classic").await;
+    let id: Uuid = id.parse().unwrap();
+    let salts: Vec<String> = sqlx::query_scalar(
+        "SELECT payload->>'salt' FROM match_events WHERE match_id = $1 AND kind = 'fleet_locked'",
+    )
+    .bind(id)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(salts.len(), 2, "both fleets are locked");
+    let placements: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM match_events
+         WHERE match_id = $1 AND kind = 'ship_placed' AND payload ? 'placement'",
+    )
+    .bind(id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(placements > 0, "the placements are stored");
+    let shard = |table: &'static str| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_as::<_, (String, i32)>(
+                "SELECT shard_name::text, nodeport FROM citus_shards
+                 WHERE table_name = $1::regclass
+                   AND shardid = get_shard_id_for_distribution_column($1::regclass, $2)",
+            )
+            .bind(table)
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    let (events_shard, worker_port) = shard("match_events").await;
+    let (matches_shard, _) = shard("matches").await;
+    let dump = format!("SELECT coalesce(string_agg(payload::text, ' '), '') FROM {events_shard}");
+    let on_every_node = format!(
+        "SELECT coalesce(string_agg(result, ' '), '') FROM run_command_on_all_nodes($${dump}$$)"
+    );
+    let on_workers = format!(
+        "SELECT coalesce(string_agg(result, ' '), '') FROM run_command_on_workers($${dump}$$)"
+    );
+    let on_worker = format!(
+        "SELECT coalesce(string_agg(result, ' '), '') FROM master_run_on_worker(
+             ARRAY['127.0.0.1'], ARRAY[{worker_port}], ARRAY[$${dump}$$], false)"
+    );
+    let paths: Vec<String> = vec![
+        "SELECT coalesce(string_agg(result, ' '), '') FROM run_command_on_shards('match_events',
+             $$SELECT coalesce(string_agg(payload::text, ' '), '') FROM %s$$)"
+            .into(),
+        "SELECT coalesce(string_agg(result, ' '), '') FROM run_command_on_placements('match_events',
+             $$SELECT coalesce(string_agg(payload::text, ' '), '') FROM %s$$)"
+            .into(),
+        "SELECT coalesce(string_agg(result, ' '), '') FROM run_command_on_colocated_placements(
+             'matches', 'match_events',
+             $$SELECT coalesce(string_agg(e.payload::text, ' '), '') FROM %s m, %s e$$)"
+            .into(),
+        on_every_node,
+        on_workers,
+        on_worker,
+        "SELECT coalesce(string_agg(result, ' '), '') FROM run_command_on_coordinator(
+             $$SELECT 1$$)"
+            .into(),
+    ];
+    for path in &paths {
+        let mut tx = pool.begin().await.unwrap();
+        sqlx::query("SET LOCAL ROLE statki_auditor")
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        let read: Result<String, _> = sqlx::query_scalar(sqlx::AssertSqlSafe(path.as_str()))
+            .fetch_one(&mut *tx)
+            .await;
+        tx.rollback().await.unwrap();
+        let error = read.expect_err(path);
+        let code = error.as_database_error().and_then(|e| e.code());
+        assert_eq!(code.as_deref(), Some("42501"), "{path}: {error}");
+    }
+
+    // Nobody logs in as the service's or the auditor's role, on any node; an operator's
+    // own login, granted the auditor role, reaches the coordinator only.
+    let connect = (*pool.connect_options()).clone();
+    let database = connect.get_database().unwrap().to_owned();
+    let nodes: Vec<i32> = sqlx::query_scalar(
+        "SELECT nodeport FROM pg_dist_node WHERE isactive AND noderole = 'primary' ORDER BY 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let coordinator = i32::from(connect.get_port());
+    assert!(
+        nodes.len() >= 3 && nodes.contains(&coordinator),
+        "{nodes:?}"
+    );
+    let operator = format!("op_{}", Uuid::new_v4().simple());
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE ROLE {operator} LOGIN PASSWORD 'audit-pass'; GRANT statki_auditor TO {operator}"
+    )))
+    .execute(&pool)
+    .await
+    .unwrap();
+    let login = |port: i32, role: &str, password: Option<&str>| {
+        let mut options = sqlx::postgres::PgConnectOptions::new_without_pgpass()
+            .host("127.0.0.1")
+            .port(port as u16)
+            .username(role)
+            .database(&database);
+        if let Some(password) = password {
+            options = options.password(password);
+        }
+        async move { sqlx::PgConnection::connect_with(&options).await }
+    };
+    for &port in &nodes {
+        for role in ["statki_auditor", "statki_app"] {
+            for password in [None, Some(""), Some(role)] {
+                assert!(
+                    login(port, role, password).await.is_err(),
+                    "{role} logged in to node {port} with {password:?}"
+                );
+            }
+        }
+        let operator_login = login(port, &operator, Some("audit-pass")).await;
+        assert_eq!(
+            operator_login.is_ok(),
+            port == coordinator,
+            "an operator's login on node {port} (the coordinator is {coordinator})"
+        );
+    }
+    // On the coordinator, the operator as the auditor reads nothing of the running match.
+    let mut conn = login(coordinator, &operator, Some("audit-pass"))
+        .await
+        .unwrap();
+    sqlx::query("SET ROLE statki_auditor")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    for read in [
+        "SELECT count(*) FROM match_log WHERE match_id = $1",
+        "SELECT count(*) FROM matches WHERE id = $1",
+    ] {
+        let rows: i64 = sqlx::query_scalar(read)
+            .bind(id)
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(rows, 0, "{read}");
+    }
+    let everything: String =
+        sqlx::query_scalar("SELECT coalesce(string_agg(l::text, ' '), '') FROM match_log l")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+    assert!(
+        !salts.iter().any(|salt| everything.contains(salt.as_str())),
+        "a running match's salt in match_log"
+    );
+    assert!(
+        sqlx::query("SELECT * FROM match_events")
+            .fetch_all(&mut conn)
+            .await
+            .is_err(),
+        "the event log itself is refused to the auditor"
+    );
+    conn.close().await.unwrap();
+
+    // On the worker holding the match, row security keeps its row of `matches` from the
+    // auditor role as on the coordinator (reached there only through Citus's own
+    // connections for the coordinator's planned queries).
+    let mut worker = sqlx::PgConnection::connect_with(&connect.clone().port(worker_port as u16))
+        .await
+        .unwrap();
+    sqlx::query("SET ROLE statki_auditor")
+        .execute(&mut worker)
+        .await
+        .unwrap();
+    let rows: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT count(*) FROM {matches_shard} WHERE id = $1"
+    )))
+    .bind(id)
+    .fetch_one(&mut worker)
+    .await
+    .unwrap();
+    assert_eq!(rows, 0, "the running match's row on its worker");
+    worker.close().await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!("DROP ROLE {operator}")))
+        .execute(&pool)
+        .await
+        .unwrap();
 }

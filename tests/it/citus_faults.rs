@@ -14,12 +14,14 @@
 //! - A third worker is added (`scripts/citus add-worker`) and the cluster rebalanced onto
 //!   it while matches are played: shards now sit on the new worker, no acknowledged shot is
 //!   lost or duplicated, every match has one result.
+//! - The service is given the URL `scripts/citus up` prints for it: the owner
+//!   `statki_owner`, which migrates, distributes and plays, and cannot become superuser.
 //!
 //! `statki verify` passes on the cluster after each. The figures are printed for
 //! docs/scaling.md. Where Citus is not installed (and cannot be built from the vendored
 //! source), the tests say so and pass without running. Ports: `STATKI_TEST_CITUS_FAULTS_PORT`
 //! (default 9910) for the first test's coordinator, workers on the next ports, ten above
-//! for the second and twenty above for the third.
+//! for the second, twenty above for the third and thirty above for the fourth.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -30,8 +32,8 @@ use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::json;
-use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
+use sqlx::{Connection, PgPool};
 use statki::app::GameSettings;
 use statki::engine::Clock;
 use tokio::task::JoinHandle;
@@ -75,6 +77,10 @@ fn base_port(offset: u16) -> u16 {
 struct Cluster {
     dir: PathBuf,
     port: u16,
+    /// The coordinator's URLs as `up` printed them: the superuser's, and the service's
+    /// (the owner `statki_owner`).
+    url: String,
+    service_url: String,
 }
 
 impl Cluster {
@@ -90,18 +96,29 @@ impl Cluster {
     }
 
     fn up(name: &str, port: u16) -> Cluster {
-        let cluster = Cluster {
+        let mut cluster = Cluster {
             dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
                 .join(format!("{name}-{}", std::process::id())),
             port,
+            url: String::new(),
+            service_url: String::new(),
         };
         let port = port.to_string();
-        cluster.script(&["up", "--workers", "2", "--port", &port]);
+        let printed = cluster.script(&["up", "--workers", "2", "--port", &port]);
+        let printed_url = |name: &str| {
+            printed
+                .lines()
+                .find_map(|line| line.strip_prefix(name)?.strip_prefix('='))
+                .unwrap_or_else(|| panic!("scripts/citus up printed no {name}: {printed:?}"))
+                .to_owned()
+        };
+        cluster.url = printed_url("SUPERUSER_URL");
+        cluster.service_url = printed_url("DATABASE_URL");
         cluster
     }
 
     fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/statki", self.port)
+        self.url.clone()
     }
 
     /// Runs `scripts/citus` off the runtime's threads; what it printed, and when it ended.
@@ -109,6 +126,8 @@ impl Cluster {
         let cluster = Cluster {
             dir: self.dir.clone(),
             port: self.port,
+            url: self.url.clone(),
+            service_url: self.service_url.clone(),
         };
         let done = tokio::task::spawn_blocking(move || {
             let printed = cluster.script(args);
@@ -727,4 +746,109 @@ async fn a_worker_added_and_rebalanced_onto_mid_play_loses_no_move() {
     );
     run.no_shot_lost(stored, "the worker was added and shards moved")
         .await;
+}
+
+/// Issue 38, item 4 on `scripts/citus`: the service is given the owner `statki_owner`, no
+/// superuser, runs its migrations as it (distributing the tables) and works as
+/// `statki_app`; its sessions cannot become superuser. Before, `scripts/citus` printed the
+/// superuser's URL for the service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_service_connects_to_citus_as_an_owner_that_is_no_superuser() {
+    if !citus_available() {
+        eprintln!("skipped: Citus is not installed and its vendored source is not here");
+        return;
+    }
+    let cluster = Cluster::up("citus-owner", base_port(30));
+    let (role, _) = cluster
+        .service_url
+        .trim_start_matches("postgres://")
+        .split_once(':')
+        .expect("a role in the service's URL");
+    assert_eq!(role, "statki_owner");
+    let port = common::free_port();
+    let mut replica = tokio::process::Command::new(env!("CARGO_BIN_EXE_statki"))
+        .env("DATABASE_URL", &cluster.service_url)
+        .env("STATKI_LISTEN", format!("127.0.0.1:{port}"))
+        .env(
+            "STATKI_JWT_SECRET",
+            format!("{:032x}", uuid::Uuid::new_v4().as_u128()),
+        )
+        .env("STATKI_DB_POOL", "4")
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the statki binary starts");
+    // This test's own sessions are named, to be told from the service's.
+    let admin = PgPoolOptions::new()
+        .max_connections(4)
+        .connect_with(
+            cluster
+                .url()
+                .parse::<sqlx::postgres::PgConnectOptions>()
+                .unwrap()
+                .application_name("statki-tests"),
+        )
+        .await
+        .expect("the coordinator");
+    // The test's own client of the replica (its event hub listens) connects as the owner
+    // too, so any superuser session is the service's.
+    let as_owner = PgPool::connect(&cluster.service_url)
+        .await
+        .expect("as the owner");
+    let app = common::replica_app(port, &as_owner).await;
+    // The migrations ran as the owner and distributed the tables.
+    let distributed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM citus_tables WHERE citus_table_type = 'distributed'",
+    )
+    .fetch_one(&admin)
+    .await
+    .unwrap();
+    assert!(distributed > 0, "no table is distributed");
+    let (id, shooter, _) = app.battle_match("classic").await;
+    let shot = app
+        .post(
+            &format!("/v1/matches/{id}/shots"),
+            &shooter.token,
+            serde_json::json!({ "cell": "A1" }),
+        )
+        .await;
+    assert_eq!(shot.status, StatusCode::OK, "{:?}", shot.body);
+    let sessions: Vec<(String, bool)> = sqlx::query_as(
+        "SELECT DISTINCT a.usename::text, r.rolsuper FROM pg_stat_activity a
+         JOIN pg_roles r ON r.oid = a.usesysid
+         WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
+           AND a.backend_type = 'client backend' AND a.application_name <> 'statki-tests'
+           AND a.application_name NOT LIKE 'citus%'",
+    )
+    .fetch_all(&admin)
+    .await
+    .unwrap();
+    assert_eq!(
+        sessions,
+        [("statki_owner".to_owned(), false)],
+        "the service's sessions"
+    );
+    let mut owner = sqlx::PgConnection::connect(&cluster.service_url)
+        .await
+        .expect("as the owner");
+    sqlx::raw_sql("RESET ROLE")
+        .execute(&mut owner)
+        .await
+        .unwrap();
+    let superuser: String = sqlx::query_scalar("SELECT current_setting('is_superuser')")
+        .fetch_one(&mut owner)
+        .await
+        .unwrap();
+    assert_eq!(superuser, "off");
+    for escape in ["SET ROLE postgres", "ALTER ROLE statki_owner SUPERUSER"] {
+        assert!(
+            sqlx::raw_sql(escape).execute(&mut owner).await.is_err(),
+            "{escape}"
+        );
+    }
+    let _ = replica.kill().await;
+    drop(app);
+    as_owner.close().await;
+    admin.close().await;
 }
