@@ -453,3 +453,63 @@ async fn list_entries_are_compact_summaries_with_the_view_one_get_away(pool: PgP
     assert_eq!(view.body["seq"], entry["seq"]);
     assert_eq!(view.body["record"].as_array().unwrap().len(), 2);
 }
+
+/// The `Location` a `201` declares in the document, per path of the operation.
+fn declared_location(document: &serde_json::Value, path: &str) -> Option<serde_json::Value> {
+    document["paths"][path]["post"]["responses"]["201"]["headers"]
+        .get("Location")
+        .cloned()
+}
+
+#[sqlx::test]
+async fn a_201_declares_a_location_exactly_where_it_sends_one(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let document = serde_json::to_value(statki::http::openapi()).expect("the document as JSON");
+    let player = app.register("Ala").await;
+    let answers = [
+        (
+            "/v1/stream-tickets",
+            app.client
+                .post(app.url("/v1/stream-tickets"))
+                .bearer_auth(&player.token)
+                .send()
+                .await
+                .unwrap(),
+        ),
+        (
+            "/v1/queue",
+            app.client
+                .post(app.url("/v1/queue"))
+                .bearer_auth(&player.token)
+                .json(&json!({"ruleset": "statki"}))
+                .send()
+                .await
+                .unwrap(),
+        ),
+        (
+            "/v1/matches",
+            app.client
+                .post(app.url("/v1/matches"))
+                .bearer_auth(&player.token)
+                .json(&json!({}))
+                .send()
+                .await
+                .unwrap(),
+        ),
+    ];
+    for (path, answer) in answers {
+        assert_eq!(answer.status(), StatusCode::CREATED, "{path}");
+        let sent = answer.headers().get("location").is_some();
+        let declared = declared_location(&document, path).is_some();
+        assert_eq!(
+            sent, declared,
+            "{path}: Location sent {sent}, declared {declared}"
+        );
+        if path == "/v1/matches" {
+            assert!(sent, "a created match is located");
+        } else {
+            assert!(!sent, "{path} creates nothing to read at a location");
+        }
+    }
+    assert!(document["paths"].get("/v1/stream-tickets/{id}").is_none());
+}
