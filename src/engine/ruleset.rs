@@ -73,6 +73,9 @@ pub struct RuleSet {
     pub sink_reveals: SinkReveal,
 }
 
+/// The largest fleet of any preset (checked against every preset by a test below).
+pub const FLEET_SHIPS_MAX: usize = 10;
+
 const fn ship(name: &'static str, length: u8) -> ShipClass {
     ShipClass { name, length }
 }
@@ -252,6 +255,12 @@ impl MatchRules {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_largest_fleet_is_fleet_ships_max() {
+        let largest = RuleSetId::ALL.iter().map(|id| id.rules().fleet.len()).max();
+        assert_eq!(largest, Some(FLEET_SHIPS_MAX));
+    }
 
     #[test]
     fn statki_fleet_is_five_four_three_three_two() {
