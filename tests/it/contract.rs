@@ -513,3 +513,85 @@ async fn a_201_declares_a_location_exactly_where_it_sends_one(pool: PgPool) {
     }
     assert!(document["paths"].get("/v1/stream-tickets/{id}").is_none());
 }
+
+const README: &str = include_str!("../../README.md");
+
+/// The rows of the README's table whose header line is `header`: every line from there up
+/// to the first that is not a table row.
+fn readme_table(header: &str) -> Vec<&'static str> {
+    let mut lines = README.lines().skip_while(|line| *line != header);
+    assert!(lines.next().is_some(), "the README has the table {header}");
+    lines.take_while(|line| line.starts_with('|')).collect()
+}
+
+#[test]
+fn the_readme_endpoint_table_is_one_table_naming_every_path() {
+    let rows = readme_table("| verb and path | what it does |").join("\n");
+    let document = serde_json::to_value(statki::http::openapi()).expect("the document as JSON");
+    let paths = document["paths"].as_object().expect("paths");
+    // A path's `{id}` may be written as `…` in a row that names several operations.
+    let missing: Vec<&String> = paths
+        .keys()
+        .filter(|path| {
+            let shortened = path.replacen("/v1/matches/{id}", "…", 1);
+            !rows.contains(&format!("{path}`"))
+                && !rows.contains(&format!("{path}?"))
+                && !rows.contains(&format!("{path} "))
+                && !rows.contains(&format!("{shortened}`"))
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "paths the README's endpoint table (one unbroken table) does not name: {missing:?}"
+    );
+}
+
+#[test]
+fn the_readme_error_table_lists_every_code() {
+    let rows = readme_table("| status | codes |");
+    let document = serde_json::to_value(statki::http::openapi()).expect("the document as JSON");
+    let codes = document["components"]["schemas"]["ErrorCode"]["enum"]
+        .as_array()
+        .expect("the codes");
+    let missing: Vec<&str> = codes
+        .iter()
+        .filter_map(|code| code.as_str())
+        .filter(|code| !rows.iter().any(|row| row.contains(&format!("`{code}`"))))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "codes missing from the README's error table: {missing:?}"
+    );
+}
+
+#[sqlx::test]
+async fn a_views_etag_has_the_form_the_readme_gives(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let (id, shooter, _) = app.battle_match("statki").await;
+    assert!(
+        README.contains(r#"`W/"<seq>-<caller>-<presence>"`"#),
+        "the README gives the view tag's form"
+    );
+    let answer = app
+        .client
+        .get(app.url(&format!("/v1/matches/{id}")))
+        .bearer_auth(&shooter.token)
+        .send()
+        .await
+        .unwrap();
+    let tag = answer.headers()["etag"].to_str().unwrap().to_owned();
+    let view: serde_json::Value = answer.json().await.unwrap();
+    let inner = tag
+        .strip_prefix("W/\"")
+        .and_then(|rest| rest.strip_suffix('"'))
+        .unwrap_or_else(|| panic!("a weak tag: {tag}"));
+    let parts: Vec<&str> = inner.split('-').collect();
+    assert_eq!(parts.len(), 3, "{tag}");
+    assert_eq!(parts[0], view["seq"].to_string(), "{tag}");
+    assert_eq!(parts[1], shooter.id.replace('-', ""), "{tag}");
+    assert_eq!(parts[2].len(), 2, "one mark per seated player: {tag}");
+    assert!(
+        parts[2].chars().all(|mark| mark == 'o' || mark == 'a'),
+        "{tag}"
+    );
+}
