@@ -362,6 +362,8 @@ Object.assign(en, {
   'end.all_verified': 'both verified', 'end.some_mismatch': 'a mismatch was found',
   'problem.rate_limited_wait': 'Too many requests. Try again in {seconds} s.',
   'lobby.time_left': '{phase} · {time} left', menu: 'Menu',
+  'botgame.left': 'Your game against {name} was ended: you left it before the battle.',
+  'botgame.leave_note': 'Leaving this page before the battle ends this game.',
 });
 Object.assign(pl, {
   'match.no_opponent': 'bez przeciwnika',
@@ -382,6 +384,8 @@ Object.assign(pl, {
   'end.all_verified': 'obie potwierdzone', 'end.some_mismatch': 'znaleziono niezgodność',
   'problem.rate_limited_wait': 'Za dużo żądań. Spróbuj ponownie za {seconds} s.',
   'lobby.time_left': '{phase} · zostało {time}', menu: 'Menu',
+  'botgame.left': 'Gra z {name} została zakończona: opuszczono ją przed bitwą.',
+  'botgame.leave_note': 'Wyjście z tej strony przed bitwą kończy tę grę.',
 });
 
 const dictionaries = { en, pl };
