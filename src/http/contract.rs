@@ -35,9 +35,11 @@ pub fn complete(doc: &mut OpenApi) {
     for (path, item) in doc.paths.paths.iter_mut() {
         let limited = !super::limits::exempt(path);
         for operation in operations_mut(item) {
-            // An operation without a token says so, rather than saying nothing.
+            // An operation without a token says so, rather than saying nothing: `[]`, no
+            // requirement (`[{}]` would read as "some requirement" to generators such as
+            // openapi-python-client, which then ask for an authenticated client).
             if operation.security.is_none() {
-                operation.security = Some(vec![SecurityRequirement::default()]);
+                operation.security = Some(Vec::new());
             }
             shared_headers(operation);
             shared_problems(operation, limited);

@@ -595,3 +595,36 @@ async fn a_views_etag_has_the_form_the_readme_gives(pool: PgPool) {
         "{tag}"
     );
 }
+
+#[test]
+fn public_operations_declare_no_security_requirement_rather_than_an_empty_one() {
+    let document = serde_json::to_value(statki::http::openapi()).expect("the document as JSON");
+    let mut public = Vec::new();
+    for (path, item) in document["paths"].as_object().expect("paths") {
+        for (method, operation) in item.as_object().expect("an item") {
+            let security = operation["security"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{method} {path} says what it needs"));
+            // `[{}]` alone reads as "a requirement" to generators (openapi-python-client
+            // then asks for an authenticated client): a public operation says `[]`.
+            assert!(
+                !(security.len() == 1 && security[0] == json!({})),
+                "{method} {path}: security [{{}}]"
+            );
+            if security.is_empty() {
+                public.push(format!("{method} {path}"));
+            }
+        }
+    }
+    for expected in [
+        "post /v1/players",
+        "post /v1/sessions",
+        "get /v1/rulesets",
+        "get /v1/bots",
+    ] {
+        assert!(
+            public.contains(&expected.to_owned()),
+            "{expected} is public: {public:?}"
+        );
+    }
+}
