@@ -11,7 +11,7 @@ const REPLAYS = 'statki-replays-v1';
 const SHELL_FILES = [
   '/', '/app/style.css', '/app/icon.svg', '/app/manifest.webmanifest',
   '/app/js/main.js', '/app/js/api.js', '/app/js/sse.js', '/app/js/i18n.js', '/app/js/dom.js', '/app/js/board.js',
-  '/app/js/cells.js', '/app/js/commit.js', '/app/js/names.js', '/app/js/alerts.js', '/app/js/ships.js',
+  '/app/js/cells.js', '/app/js/commit.js', '/app/js/names.js', '/app/js/alerts.js', '/app/js/ships.js', '/app/js/botgames.js',
   '/app/js/views/auth.js', '/app/js/views/lobby.js', '/app/js/views/match.js', '/app/js/views/replay.js',
   '/app/js/views/ladder.js', '/app/js/views/profile.js', '/app/icon-192.png', '/app/icon-512.png',
   // The presets, which every match and replay page reads first.

@@ -3,11 +3,15 @@ client generated from openapi.yaml by openapi-python-client (`statki_client`) an
 stream helper (`statki_sse`). Registers a player, challenges a bot, places the fleet ship
 by ship from the server's hints, fires until the match ends, then reads the match's
 events as typed objects, one class per `kind`, both as pages and as the event stream.
+It waits for the bot by following the match stream (the view is read again only when an
+event came), never by polling.
 
 Usage: python play_bot.py <base URL> [ruleset]
 """
 
+import queue
 import sys
+import threading
 import time
 import uuid
 
@@ -61,14 +65,31 @@ def view(client, match_id) -> ParticipantMatch:
     return expect(get_match.sync(match_id, client=client), ParticipantMatch)
 
 
+# What the match stream brought while we play (the stream is followed on a thread of its
+# own, over a client of its own): `wait_for` waits on it rather than polling.
+arrivals: "queue.Queue[object]" = queue.Queue()
+live: list = []
+
+
+def pump(client, match_id) -> None:
+    for event in follow_match(client, match_id):  # ends when the match does
+        live.append(event)
+        arrivals.put(event)
+
+
 def wait_for(client, match_id, ready) -> ParticipantMatch:
+    """The view once `ready` holds, read again only after the stream brought something."""
     while True:
         current = view(client, match_id)
         if ready(current):
             return current
-        if time.monotonic() > DEADLINE:
-            raise SystemExit(f"the bot did not move in time: phase {current.phase}")
-        time.sleep(0.1)
+        try:
+            arrivals.get(timeout=max(0.0, DEADLINE - time.monotonic()))
+        except queue.Empty:
+            raise SystemExit(f"the bot did not move in time: phase {current.phase}") from None
+        # One read covers everything that arrived meanwhile.
+        while not arrivals.empty():
+            arrivals.get_nowait()
 
 
 session = expect(
@@ -83,6 +104,10 @@ bot = next((b for b in bots if b.level == Level.HARD), bots[0])
 
 created = expect(create_match.sync(client=me, body=NewMatch(ruleset=RULESET, opponent=bot.id)), MatchUpdate)
 match_id = created.id
+follower = threading.Thread(
+    target=pump, args=(AuthenticatedClient(base_url=BASE_URL, token=session.token), match_id), daemon=True
+)
+follower.start()
 state = wait_for(me, match_id, lambda m: m.phase != Phase.WAITING)
 
 # Ship by ship, at the first bow cell the server says fits.
@@ -111,6 +136,10 @@ while True:
     if answer.phase == Phase.FINISHED:
         break
 
+follower.join(timeout=10)
+assert not follower.is_alive(), "the stream ends with the match"
+# Opened without a resume point, the live stream began with our whole view.
+assert type(live[0]).__name__ == "MatchState", type(live[0])
 final = view(me, match_id)
 assert final.phase == Phase.FINISHED and final.result, "the match is over with a result"
 assert str(session.id) in final.names and str(bot.id) in final.names, "a read names both players"

@@ -146,6 +146,12 @@ impl App {
         Ok(session)
     }
 
+    /// Whether a registration under the `Idempotency-Key` `key` has been answered already,
+    /// so a request carrying it is a retry rather than a new registration.
+    pub async fn registration_answered(&self, key: &str) -> Result<bool> {
+        super::idempotency::answered(self.pool(), idempotency::REGISTRATION_SCOPE, key).await
+    }
+
     /// Logs in: a fresh token for the player named `name` if `password` is theirs. An unknown
     /// name, a player without a password and a wrong password get the same answer after
     /// about the same time (one Argon2 verification, or a wait as long for a name without a

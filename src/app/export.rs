@@ -44,7 +44,9 @@ pub struct MatchExport {
     /// commitment checks out (none for a match that ended before any fleet was locked).
     pub fleets: Vec<OpenedFleet>,
     /// The whole event log in order, unredacted (the match is over), in the form
-    /// `GET /v1/matches/{id}/events` gives.
+    /// `GET /v1/matches/{id}/events` gives. At most 507 events (`MATCH_EVENTS_MAX`: single-ship
+    /// moves are capped at 100 per player, and every other kind of event is bounded by the rules).
+    #[schema(max_items = 507)]
     pub events: Vec<EventResource>,
 }
 

@@ -63,6 +63,19 @@ pub(crate) async fn claim_or_replay(
     replay(tx, actor, key).await.map(Some)
 }
 
+/// Whether `actor`'s `key` already has its answer stored: a request under it is a retry,
+/// answered with that answer (or refused, for another request under the same key).
+pub(crate) async fn answered(
+    db: impl sqlx::PgExecutor<'_>,
+    actor: Uuid,
+    key: &str,
+) -> Result<bool> {
+    Ok(matches!(
+        idempotency::get(db, actor, key).await?,
+        Some((_, Some(_)))
+    ))
+}
+
 /// The first answer given under an already claimed key.
 pub(crate) async fn replay(tx: &mut PgConnection, actor: Uuid, key: &Idempotency) -> Result<Value> {
     answer_of(idempotency::get(&mut *tx, actor, &key.key).await?, key)

@@ -46,6 +46,18 @@ pub enum Refusal {
     /// sent every reaction a match allows (no later retry succeeds).
     #[error("{}", too_many_reactions(*.retry_after))]
     TooManyReactions { retry_after: Option<u64> },
+    /// A player moved single ships as often as a match allows: the whole fleet can still be
+    /// placed in one command.
+    #[error("{}", too_many_placement_moves())]
+    TooManyPlacementMoves,
+}
+
+fn too_many_placement_moves() -> String {
+    use super::game::PLACEMENT_MOVES_PER_PLAYER;
+    format!(
+        "you moved ships {PLACEMENT_MOVES_PER_PLAYER} times in this match, as many as it allows: \
+         place the whole fleet at once (PUT /v1/matches/{{id}}/fleet)"
+    )
 }
 
 fn too_many_reactions(retry_after: Option<u64>) -> String {
@@ -80,6 +92,7 @@ impl Refusal {
             Refusal::NotDue => "not_due",
             Refusal::InvalidOption(_) => "invalid_option",
             Refusal::TooManyReactions { .. } => "too_many_reactions",
+            Refusal::TooManyPlacementMoves => "too_many_placement_moves",
         }
     }
 }

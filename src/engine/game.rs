@@ -131,6 +131,24 @@ impl Reaction {
 
 /// Most reactions one player may send in one match.
 pub const REACTIONS_PER_PLAYER: u32 = 20;
+/// Most single-ship moves (a ship placed, moved or picked up) one player may make in one
+/// match; placing the whole fleet at once stays allowed, so nobody is stuck. A bound on
+/// the match's log, which an export carries whole.
+pub const PLACEMENT_MOVES_PER_PLAYER: u32 = 100;
+/// Most times a match's clocks are given back time lost to an outage.
+pub const CLOCK_EXTENSIONS_MAX: u32 = 20;
+/// The most events one match's log can hold: its creation and the join, each player's
+/// single-ship moves and a whole fleet placed over them (every ship picked up and placed
+/// again), two locks and the battle's start, every cell of both seas fired at, every
+/// reaction, the clock extensions, the end and a rating change.
+pub const MATCH_EVENTS_MAX: usize = 2
+    + 2 * (PLACEMENT_MOVES_PER_PLAYER as usize + 2 * super::ruleset::FLEET_SHIPS_MAX)
+    + 2
+    + 1
+    + 2 * (super::cell::BOARD_SIZE as usize * super::cell::BOARD_SIZE as usize)
+    + 2 * REACTIONS_PER_PLAYER as usize
+    + CLOCK_EXTENSIONS_MAX as usize
+    + 2;
 /// Seconds one player waits between two reactions.
 pub const REACTION_GAP_SECONDS: u32 = 3;
 
@@ -383,6 +401,9 @@ pub struct Side {
     pub sunk: Vec<usize>,
     /// Reactions this player sent in this match.
     pub reactions: u32,
+    /// Ships this player placed or picked up in this match, one `ShipPlaced` or
+    /// `ShipRemoved` each.
+    pub placement_moves: u32,
     /// The earliest time this player may react again (after their last reaction).
     pub next_reaction_at: Option<DateTime<Utc>>,
 }
@@ -400,6 +421,7 @@ impl Side {
             hits: CellSet::EMPTY,
             sunk: Vec::new(),
             reactions: 0,
+            placement_moves: 0,
             next_reaction_at: None,
         }
     }
@@ -419,6 +441,8 @@ pub struct Match {
     pub result: Option<MatchResult>,
     /// How many events have been folded in.
     pub version: u64,
+    /// How many times the clocks were given back time lost to an outage.
+    pub clock_extensions: u32,
 }
 
 fn seconds(value: u32) -> Duration {
@@ -484,6 +508,7 @@ impl Match {
             deadline: Some(*deadline),
             result: None,
             version: 1,
+            clock_extensions: 0,
         };
         for event in events {
             state.evolve(event)?;
@@ -573,6 +598,11 @@ impl Match {
     /// Moves the running clock later by `by` (used to give back time lost to an outage).
     pub fn extend_clock(&self, by: Duration) -> Result<Vec<Event>, Refusal> {
         let deadline = self.deadline.ok_or(Refusal::NotDue)?;
+        if self.clock_extensions >= CLOCK_EXTENSIONS_MAX {
+            return Err(Refusal::InvalidOption(format!(
+                "a match's clocks are given back time at most {CLOCK_EXTENSIONS_MAX} times"
+            )));
+        }
         if by <= Duration::zero() {
             return Err(Refusal::InvalidOption(
                 "a clock can only be given more time".to_owned(),
@@ -643,6 +673,7 @@ impl Match {
         draw: Draw,
     ) -> Result<Vec<Event>, Refusal> {
         let fleet = self.placing_fleet(seat)?;
+        self.single_move_allowed(seat)?;
         let cells = fleet.check_placement(index, placement)?;
         let player = self.player(seat).ok_or(Refusal::NotAPlayer)?;
         let mut events = vec![Event::ShipPlaced {
@@ -660,12 +691,22 @@ impl Match {
 
     fn decide_remove_ship(&self, seat: usize, index: usize) -> Result<Vec<Event>, Refusal> {
         let fleet = self.placing_fleet(seat)?;
+        self.single_move_allowed(seat)?;
         fleet.check_index(index)?;
         if fleet.slots()[index].is_none() {
             return Err(Refusal::ShipNotPlaced(index));
         }
         let player = self.player(seat).ok_or(Refusal::NotAPlayer)?;
         Ok(vec![Event::ShipRemoved { player, index }])
+    }
+
+    /// Whether the player in `seat` may still move a single ship (see
+    /// [`PLACEMENT_MOVES_PER_PLAYER`]).
+    fn single_move_allowed(&self, seat: usize) -> Result<(), Refusal> {
+        if self.sides[seat].placement_moves >= PLACEMENT_MOVES_PER_PLAYER {
+            return Err(Refusal::TooManyPlacementMoves);
+        }
+        Ok(())
     }
 
     fn decide_place_fleet(
@@ -903,12 +944,16 @@ impl Match {
                     .check_placement(*index, placement)
                     .map_err(|_| corrupt())?;
                 fleet.set(*index, placement, cells);
+                let side = &mut self.sides[seat];
+                side.placement_moves = side.placement_moves.saturating_add(1);
             }
             Event::ShipRemoved { player, index } => {
                 let seat = placing_seat(self, player)?;
                 let fleet = &mut self.sides[seat].fleet;
                 fleet.check_index(*index).map_err(|_| corrupt())?;
                 fleet.clear(*index);
+                let side = &mut self.sides[seat];
+                side.placement_moves = side.placement_moves.saturating_add(1);
             }
             Event::FleetLocked {
                 player,
@@ -975,6 +1020,7 @@ impl Match {
                     return Err(corrupt());
                 }
                 self.deadline = Some(*deadline);
+                self.clock_extensions = self.clock_extensions.saturating_add(1);
             }
             Event::MatchFinished { winner, reason } => {
                 self.phase = Phase::Finished;

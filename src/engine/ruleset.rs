@@ -68,10 +68,14 @@ pub struct RuleSet {
     pub ships_may_touch: bool,
     /// Whether a hit or sink lets the same player shoot again, by default.
     pub extra_shot_on_hit: bool,
-    /// Whether a lobby may switch `extra_shot_on_hit` on (an unranked house rule).
+    /// Whether a lobby may switch `extra_shot_on_hit` on as an unranked house rule (a preset
+    /// that shoots again after a hit anyway takes the option too, and changes nothing).
     pub extra_shot_option: bool,
     pub sink_reveals: SinkReveal,
 }
+
+/// The largest fleet of any preset (checked against every preset by a test below).
+pub const FLEET_SHIPS_MAX: usize = 10;
 
 const fn ship(name: &'static str, length: u8) -> ShipClass {
     ShipClass { name, length }
@@ -89,7 +93,7 @@ pub static STATKI: RuleSet = RuleSet {
     ],
     ships_may_touch: true,
     extra_shot_on_hit: false,
-    extra_shot_option: false,
+    extra_shot_option: true,
     sink_reveals: SinkReveal {
         cells: true,
         ship_type: false,
@@ -155,7 +159,8 @@ impl RuleSet {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HouseOptions {
-    /// `battaglia` only: a hit or sink lets the shooter fire again.
+    /// A hit or sink lets the shooter fire again: a house rule of any preset (`classic`
+    /// plays so anyway, so there it changes nothing).
     #[serde(default)]
     pub extra_shot_on_hit: bool,
 }
@@ -203,19 +208,14 @@ pub struct MatchRules {
 }
 
 impl MatchRules {
-    /// Resolves a lobby's request: options must exist in the preset.
+    /// Resolves a lobby's request. `extra_shot_on_hit` is a house rule of every preset, so
+    /// the document's schema for it holds whatever the preset.
     pub fn new(
         ruleset: RuleSetId,
         options: HouseOptions,
         clock: Clock,
         join_seconds: u32,
     ) -> Result<Self, Refusal> {
-        if options.extra_shot_on_hit && !ruleset.rules().extra_shot_option {
-            return Err(Refusal::InvalidOption(format!(
-                "extra_shot_on_hit is a house option of battaglia only; {} decides it itself",
-                ruleset.as_str()
-            )));
-        }
         Ok(Self {
             ruleset,
             options,
@@ -254,6 +254,12 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_largest_fleet_is_fleet_ships_max() {
+        let largest = RuleSetId::ALL.iter().map(|id| id.rules().fleet.len()).max();
+        assert_eq!(largest, Some(FLEET_SHIPS_MAX));
+    }
+
+    #[test]
     fn statki_fleet_is_five_four_three_three_two() {
         let lengths: Vec<u8> = STATKI.fleet.iter().map(|s| s.length).collect();
         assert_eq!(lengths, [5, 4, 3, 3, 2]);
@@ -273,7 +279,7 @@ mod tests {
     }
 
     #[test]
-    fn extra_shot_option_exists_only_in_battaglia() {
+    fn the_extra_shot_is_a_house_rule_of_every_preset() {
         let clock = Clock {
             placement_seconds: 120,
             shot_seconds: 30,
@@ -281,13 +287,13 @@ mod tests {
         let house = HouseOptions {
             extra_shot_on_hit: true,
         };
-        assert!(MatchRules::new(RuleSetId::Battaglia, house, clock, 900).is_ok());
-        for id in [RuleSetId::Statki, RuleSetId::Classic] {
-            assert!(matches!(
-                MatchRules::new(id, house, clock, 900),
-                Err(Refusal::InvalidOption(_))
-            ));
+        for id in RuleSetId::ALL {
+            let rules = MatchRules::new(id, house, clock, 900).expect("accepted");
+            assert!(rules.extra_shot_on_hit(), "{id:?}");
         }
+        // Offered where it changes something: not in classic, which shoots again anyway.
+        assert!(STATKI.extra_shot_option && BATTAGLIA.extra_shot_option);
+        assert!(!CLASSIC.extra_shot_option && CLASSIC.extra_shot_on_hit);
     }
 
     #[test]

@@ -21,6 +21,9 @@ pub struct Snapshot {
     pub result: Option<MatchResult>,
     pub version: u64,
     pub sides: [SideSnapshot; 2],
+    /// Absent in snapshots written before clock extensions were counted (and while none was made).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub clock_extensions: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,6 +41,9 @@ pub struct SideSnapshot {
     pub reactions: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_reaction_at: Option<DateTime<Utc>>,
+    /// Absent in snapshots written before single-ship moves were counted (and while none was made).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub placement_moves: u32,
 }
 
 fn is_zero(value: &u32) -> bool {
@@ -61,6 +67,7 @@ impl Match {
             sunk: side.sunk.clone(),
             reactions: side.reactions,
             next_reaction_at: side.next_reaction_at,
+            placement_moves: side.placement_moves,
         };
         Snapshot {
             rules: self.rules,
@@ -72,6 +79,7 @@ impl Match {
             result: self.result,
             version: self.version,
             sides: [side(&self.sides[0]), side(&self.sides[1])],
+            clock_extensions: self.clock_extensions,
         }
     }
 
@@ -121,6 +129,7 @@ impl Match {
                 sunk: saved.sunk.clone(),
                 reactions: saved.reactions,
                 next_reaction_at: saved.next_reaction_at,
+                placement_moves: saved.placement_moves,
             })
         };
         Ok(Match {
@@ -133,6 +142,7 @@ impl Match {
             deadline: snapshot.deadline,
             result: snapshot.result,
             version: snapshot.version,
+            clock_extensions: snapshot.clock_extensions,
         })
     }
 }

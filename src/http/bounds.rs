@@ -18,7 +18,7 @@ use crate::app::{EVENTS_PAGE, STREAM_TICKET_SECONDS, ladder, reads};
 use crate::auth::TOKEN_MAX_BYTES;
 use crate::bot::Level;
 use crate::engine::cell::BOARD_SIZE;
-use crate::engine::ruleset::RuleSetId;
+use crate::engine::ruleset::{FLEET_SHIPS_MAX, RuleSetId};
 use crate::names::NAME_MAX_CHARS;
 
 /// `2026-12-03T16:56:04.123456789+00:00`: seconds, nanoseconds and an offset.
@@ -35,14 +35,13 @@ const CURSOR_LENGTH_MAX: usize = 49;
 const TEXT_MAX: usize = 200;
 /// The longest ship and the largest fleet of any preset.
 const SHIP_CELLS_MAX: usize = 5;
-const FLEET_SHIPS_MAX: usize = 10;
 const BOARD_CELLS: usize = BOARD_SIZE as usize * BOARD_SIZE as usize;
 /// An entity tag: `W/"<seq>-<player, 32 hex>"` for a match view, or a quoted SHA-256 digest
 /// (64 hex) for a shared answer (src/http/conditional.rs).
 const ETAG_MAX: usize = 66;
 /// Seats in a match.
 const SEATS: usize = 2;
-/// A match's one-line-per-move text: under 80 bytes a line, at most `EVENTS_PAGE` events.
+/// A match's one-line-per-move text: under 80 bytes a line, at most `MATCH_EVENTS_MAX` events.
 const EXPORT_TEXT_MAX: usize = 64 * 1024;
 /// Whole seconds of a clock setting (`u32`).
 const SECONDS_MAX: i64 = u32::MAX as i64;

@@ -35,9 +35,11 @@ pub fn complete(doc: &mut OpenApi) {
     for (path, item) in doc.paths.paths.iter_mut() {
         let limited = !super::limits::exempt(path);
         for operation in operations_mut(item) {
-            // An operation without a token says so, rather than saying nothing.
+            // An operation without a token says so, rather than saying nothing: `[]`, no
+            // requirement (`[{}]` would read as "some requirement" to generators such as
+            // openapi-python-client, which then ask for an authenticated client).
             if operation.security.is_none() {
-                operation.security = Some(vec![SecurityRequirement::default()]);
+                operation.security = Some(Vec::new());
             }
             shared_headers(operation);
             shared_problems(operation, limited);
@@ -209,9 +211,17 @@ fn discriminate(doc: &mut OpenApi, resource: &str, tagged: &str, suffix: &str) {
 
 /// A `POST` to a collection (`/v1/matches`, `/v1/players`) links its created `id` to every
 /// operation on that resource (`/v1/matches/{id}…`), so generated clients and stateful
-/// testers can follow them.
+/// testers can follow them, and declares the `Location` it sends. A `201` whose answer has
+/// no resource to read (`/v1/stream-tickets`, `/v1/queue`) declares neither.
 fn link_created_resources(doc: &mut OpenApi) {
     let mut targets: Vec<(String, String)> = Vec::new();
+    let readable: std::collections::BTreeSet<String> = doc
+        .paths
+        .paths
+        .iter()
+        .filter(|(_, item)| item.get.is_some())
+        .map(|(path, _)| path.clone())
+        .collect();
     for (path, item) in &doc.paths.paths {
         let operations = [&item.get, &item.put, &item.post, &item.delete];
         for operation in operations.into_iter().flatten() {
@@ -224,6 +234,9 @@ fn link_created_resources(doc: &mut OpenApi) {
         let Some(create) = item.post.as_mut() else {
             continue;
         };
+        if !readable.contains(&format!("{path}/{{id}}")) {
+            continue;
+        }
         let Some(RefOr::T(created)) = create.responses.responses.get_mut("201") else {
             continue;
         };

@@ -92,6 +92,7 @@ error_codes! {
     RequestTimeout = "request_timeout",
     HeadersTooLarge = "headers_too_large",
     TooManyReactions = "too_many_reactions",
+    TooManyPlacementMoves = "too_many_placement_moves",
 }
 
 impl std::fmt::Display for ErrorCode {
@@ -220,7 +221,8 @@ fn refusal_status(refusal: &Refusal) -> StatusCode {
         | Refusal::AlreadyShot
         | Refusal::AlreadyKnown
         | Refusal::OwnMatch
-        | Refusal::NotDue => StatusCode::CONFLICT,
+        | Refusal::NotDue
+        | Refusal::TooManyPlacementMoves => StatusCode::CONFLICT,
         Refusal::TooManyReactions { .. } => StatusCode::TOO_MANY_REQUESTS,
     }
 }
@@ -397,6 +399,7 @@ mod tests {
                 retry_after: Some(2),
             },
             Refusal::TooManyReactions { retry_after: None },
+            Refusal::TooManyPlacementMoves,
         ];
         for refusal in refusals {
             let code = refusal.code();

@@ -110,6 +110,13 @@ pub const IDEMPOTENCY_KEY_MAX: usize = 255;
 /// What an `Idempotency-Key` is made of: visible ASCII, no spaces.
 pub const IDEMPOTENCY_KEY_PATTERN: &str = "^[!-~]+$";
 
+/// Whether `key` has an `Idempotency-Key`'s form.
+pub(super) fn is_idempotency_key(key: &str) -> bool {
+    !key.is_empty()
+        && key.len() <= IDEMPOTENCY_KEY_MAX
+        && key.bytes().all(|byte| byte.is_ascii_graphic())
+}
+
 /// The optional `Idempotency-Key` header. The request digest is filled in by the handler
 /// from the method, path and body.
 #[derive(Clone, Debug)]
@@ -125,11 +132,7 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
         let key = value
             .to_str()
             .ok()
-            .filter(|key| {
-                !key.is_empty()
-                    && key.len() <= IDEMPOTENCY_KEY_MAX
-                    && key.bytes().all(|byte| byte.is_ascii_graphic())
-            })
+            .filter(|key| is_idempotency_key(key))
             .ok_or_else(|| {
                 ApiError::new(
                     axum::http::StatusCode::BAD_REQUEST,

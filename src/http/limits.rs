@@ -388,6 +388,26 @@ fn has_body(request: &Request) -> bool {
             .is_some_and(|length| length.trim() != "0")
 }
 
+/// Whether a registration carries an `Idempotency-Key` whose registration was answered
+/// already: a retry, which registers no one and so is not charged to the registration limit
+/// (the address limit still counts it). One indexed read, only for keyed registrations.
+async fn registration_retry(state: &AppState, headers: &HeaderMap) -> bool {
+    let Some(key) = headers
+        .get("idempotency-key")
+        .and_then(|value| value.to_str().ok())
+        .filter(|key| super::extract::is_idempotency_key(key))
+    else {
+        return false;
+    };
+    match state.app.registration_answered(key).await {
+        Ok(answered) => answered,
+        Err(error) => {
+            tracing::warn!(%error, "looking up a registration key failed; charged as new");
+            false
+        }
+    }
+}
+
 /// The middleware: checks the address, the route's own limit and the player.
 pub async fn enforce(State(state): State<AppState>, request: Request, next: Next) -> Response {
     if exempt(request.uri().path()) {
@@ -414,18 +434,22 @@ pub async fn enforce(State(state): State<AppState>, request: Request, next: Next
     let mut tightest = Tightest(None);
     if let Some(address) = address {
         let route_limit = match (request.method(), path) {
-            (&Method::POST, "/v1/players") => Some((
-                &limits.register,
-                Limiter {
-                    name: "register",
-                    rate: settings.register,
-                },
-                &limits.register_network,
-                Limiter {
-                    name: "register_network",
-                    rate: settings.register.times(NETWORK_FACTOR),
-                },
-            )),
+            (&Method::POST, "/v1/players")
+                if !registration_retry(&state, request.headers()).await =>
+            {
+                Some((
+                    &limits.register,
+                    Limiter {
+                        name: "register",
+                        rate: settings.register,
+                    },
+                    &limits.register_network,
+                    Limiter {
+                        name: "register_network",
+                        rate: settings.register.times(NETWORK_FACTOR),
+                    },
+                ))
+            }
             (&Method::POST, "/v1/sessions") => Some((
                 &limits.login,
                 Limiter {

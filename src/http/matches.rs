@@ -283,7 +283,7 @@ async fn join_match(
     responses(
         (status = 200, description = "The match as the caller sees it after the change", body = MatchResource),
         (status = 403, description = "`not_a_player`", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`wrong_phase`, `fleet_locked`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`wrong_phase`, `fleet_locked`, `too_many_placement_moves` (100 single-ship moves made in this match: the whole fleet can still be placed with `PUT …/fleet`)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid_cell`, `off_board`, `overlap`, `ships_touching`, `unknown_ship`", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -308,7 +308,7 @@ async fn place_ship(
     responses(
         (status = 200, description = "The match as the caller sees it after the change", body = MatchResource),
         (status = 403, description = "`not_a_player`", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`wrong_phase`, `fleet_locked`, `ship_not_placed`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`wrong_phase`, `fleet_locked`, `ship_not_placed`, `too_many_placement_moves` (100 single-ship moves made in this match)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`unknown_ship`", body = Problem, content_type = "application/problem+json"),
     )
 )]

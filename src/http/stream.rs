@@ -139,13 +139,7 @@ fn tickets_in(uri: &axum::http::Uri) -> Vec<String> {
     };
     pairs
         .into_iter()
-        .filter(|(name, value)| {
-            name == "ticket"
-                && value.len() == 64
-                && value
-                    .bytes()
-                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        })
+        .filter(|(name, value)| name == "ticket" && is_ticket_form(value))
         .map(|(_, value)| value)
         .take(2)
         .collect()
@@ -224,6 +218,27 @@ async fn stream_ticket(
 ) -> Result<Response, ApiError> {
     let ticket = state.app.issue_stream_ticket(token).await?;
     Ok((StatusCode::CREATED, axum::Json(ticket)).into_response())
+}
+
+/// A `ticket` must have a ticket's form (64 lowercase hexadecimal digits) as the document
+/// says, with or without a bearer header beside it: anything else is `invalid_query`, not
+/// quietly ignored.
+fn ticket_form(query: &StreamQuery) -> Result<(), ApiError> {
+    match &query.ticket {
+        Some(ticket) if !is_ticket_form(ticket) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidQuery,
+            "`ticket` is a stream ticket: 64 lowercase hexadecimal digits from POST /v1/stream-tickets",
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn is_ticket_form(value: &str) -> bool {
+    value.len() == 64
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// Where a stream resumes: `Last-Event-ID`, else `?after`, else nowhere (`None`: a fresh
@@ -383,7 +398,7 @@ fn sse<T: Topic>(
     responses(
         (status = 200, description = "Server-sent events (see docs/live.md): each event's `id:` is its `seq`, `event:` its `kind`, and `data:` one JSON object of the schema given here, which types one event's data rather than the whole body. Without a resume point the first event is `state` (the caller's view at its `seq`); a `match_finished` carries the `record`. A comment line (`:`) keeps an idle stream open.", content_type = "text/event-stream", body = MatchStreamEvent),
         (status = 204, description = "The match is over and the caller has every event: nothing will follow (an EventSource stops reconnecting)"),
-        (status = 400, description = "`invalid_last_event_id` (not a whole number from 0 to 2^53 − 1), `invalid_query` (likewise for the after parameter, or an unknown parameter)", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "`invalid_last_event_id` (not a whole number from 0 to 2^53 − 1), `invalid_query` (likewise for the after parameter, a ticket not of a ticket's form — with or without a bearer header — or an unknown parameter)", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "`too_many_streams`: the caller's or this replica's stream limit; see Retry-After", body = Problem, content_type = "application/problem+json"),
@@ -397,7 +412,7 @@ async fn match_stream(
     headers: HeaderMap,
 ) -> Response {
     // A refused resume point spends the ticket too (`void_unspent_tickets`).
-    let after = match resume_point(&headers, &query) {
+    let after = match ticket_form(&query).and_then(|()| resume_point(&headers, &query)) {
         Ok(after) => after,
         Err(error) => return error.into_response(),
     };
@@ -441,7 +456,7 @@ fn mark_taken(mut response: Response, taken: bool) -> Response {
     security(("bearer" = []), ()),
     responses(
         (status = 200, description = "Server-sent events (see docs/live.md): each notice's `id:` is its `seq`, `event:` its `kind`, and `data:` one JSON object of the schema given here, which types one notice rather than the whole body. A comment line (`:`) keeps an idle stream open.", content_type = "text/event-stream", body = Notice),
-        (status = 400, description = "`invalid_last_event_id` (not a whole number from 0 to 2^53 − 1), `invalid_query` (likewise for the after parameter, or an unknown parameter)", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "`invalid_last_event_id` (not a whole number from 0 to 2^53 − 1), `invalid_query` (likewise for the after parameter, a ticket not of a ticket's form — with or without a bearer header — or an unknown parameter)", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "`too_many_streams`: the caller's or this replica's stream limit; see Retry-After", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`unavailable`: shutting down, or the database is unavailable", body = Problem, content_type = "application/problem+json"),
@@ -453,7 +468,7 @@ async fn player_stream(
     headers: HeaderMap,
 ) -> Response {
     // A refused resume point spends the ticket too (`void_unspent_tickets`).
-    let after = match resume_point(&headers, &query) {
+    let after = match ticket_form(&query).and_then(|()| resume_point(&headers, &query)) {
         Ok(after) => after,
         Err(error) => return error.into_response(),
     };

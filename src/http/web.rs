@@ -56,6 +56,7 @@ static ASSETS: &[Asset] = &[
     asset!("js/names.js", JS),
     asset!("js/alerts.js", JS),
     asset!("js/ships.js", JS),
+    asset!("js/botgames.js", JS),
     asset!("js/views/auth.js", JS),
     asset!("js/views/lobby.js", JS),
     asset!("js/views/match.js", JS),

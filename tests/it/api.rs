@@ -233,13 +233,29 @@ async fn creating_matches_validates_rules_and_clocks(pool: PgPool) {
         "unknown_ruleset",
     )
     .await;
-    assert_refused(
-        &app,
-        create(json!({"ruleset": "statki", "options": {"extra_shot_on_hit": true}})),
-        unprocessable,
-        "invalid_option",
-    )
-    .await;
+    // The extra shot is a house rule of every preset, as the document's schema allows it.
+    for ruleset in ["statki", "classic", "battaglia"] {
+        let house =
+            create(json!({"ruleset": ruleset, "options": {"extra_shot_on_hit": true}})).await;
+        assert_eq!(
+            house.status,
+            StatusCode::CREATED,
+            "{ruleset}: {:?}",
+            house.body
+        );
+        assert_eq!(
+            house.body["rules"]["options"]["extra_shot_on_hit"], true,
+            "{ruleset}"
+        );
+        let withdrawn = app
+            .post(
+                &format!("/v1/matches/{}/resign", house.body["id"].as_str().unwrap()),
+                &ala.token,
+                json!({}),
+            )
+            .await;
+        assert_eq!(withdrawn.status, StatusCode::OK, "{:?}", withdrawn.body);
+    }
     assert_refused(
         &app,
         create(

@@ -453,3 +453,178 @@ async fn list_entries_are_compact_summaries_with_the_view_one_get_away(pool: PgP
     assert_eq!(view.body["seq"], entry["seq"]);
     assert_eq!(view.body["record"].as_array().unwrap().len(), 2);
 }
+
+/// The `Location` a `201` declares in the document, per path of the operation.
+fn declared_location(document: &serde_json::Value, path: &str) -> Option<serde_json::Value> {
+    document["paths"][path]["post"]["responses"]["201"]["headers"]
+        .get("Location")
+        .cloned()
+}
+
+#[sqlx::test]
+async fn a_201_declares_a_location_exactly_where_it_sends_one(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let document = serde_json::to_value(statki::http::openapi()).expect("the document as JSON");
+    let player = app.register("Ala").await;
+    let answers = [
+        (
+            "/v1/stream-tickets",
+            app.client
+                .post(app.url("/v1/stream-tickets"))
+                .bearer_auth(&player.token)
+                .send()
+                .await
+                .unwrap(),
+        ),
+        (
+            "/v1/queue",
+            app.client
+                .post(app.url("/v1/queue"))
+                .bearer_auth(&player.token)
+                .json(&json!({"ruleset": "statki"}))
+                .send()
+                .await
+                .unwrap(),
+        ),
+        (
+            "/v1/matches",
+            app.client
+                .post(app.url("/v1/matches"))
+                .bearer_auth(&player.token)
+                .json(&json!({}))
+                .send()
+                .await
+                .unwrap(),
+        ),
+    ];
+    for (path, answer) in answers {
+        assert_eq!(answer.status(), StatusCode::CREATED, "{path}");
+        let sent = answer.headers().get("location").is_some();
+        let declared = declared_location(&document, path).is_some();
+        assert_eq!(
+            sent, declared,
+            "{path}: Location sent {sent}, declared {declared}"
+        );
+        if path == "/v1/matches" {
+            assert!(sent, "a created match is located");
+        } else {
+            assert!(!sent, "{path} creates nothing to read at a location");
+        }
+    }
+    assert!(document["paths"].get("/v1/stream-tickets/{id}").is_none());
+}
+
+const README: &str = include_str!("../../README.md");
+
+/// The rows of the README's table whose header line is `header`: every line from there up
+/// to the first that is not a table row.
+fn readme_table(header: &str) -> Vec<&'static str> {
+    let mut lines = README.lines().skip_while(|line| *line != header);
+    assert!(lines.next().is_some(), "the README has the table {header}");
+    lines.take_while(|line| line.starts_with('|')).collect()
+}
+
+#[test]
+fn the_readme_endpoint_table_is_one_table_naming_every_path() {
+    let rows = readme_table("| verb and path | what it does |").join("\n");
+    let document = serde_json::to_value(statki::http::openapi()).expect("the document as JSON");
+    let paths = document["paths"].as_object().expect("paths");
+    // A path's `{id}` may be written as `…` in a row that names several operations.
+    let missing: Vec<&String> = paths
+        .keys()
+        .filter(|path| {
+            let shortened = path.replacen("/v1/matches/{id}", "…", 1);
+            !rows.contains(&format!("{path}`"))
+                && !rows.contains(&format!("{path}?"))
+                && !rows.contains(&format!("{path} "))
+                && !rows.contains(&format!("{shortened}`"))
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "paths the README's endpoint table (one unbroken table) does not name: {missing:?}"
+    );
+}
+
+#[test]
+fn the_readme_error_table_lists_every_code() {
+    let rows = readme_table("| status | codes |");
+    let document = serde_json::to_value(statki::http::openapi()).expect("the document as JSON");
+    let codes = document["components"]["schemas"]["ErrorCode"]["enum"]
+        .as_array()
+        .expect("the codes");
+    let missing: Vec<&str> = codes
+        .iter()
+        .filter_map(|code| code.as_str())
+        .filter(|code| !rows.iter().any(|row| row.contains(&format!("`{code}`"))))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "codes missing from the README's error table: {missing:?}"
+    );
+}
+
+#[sqlx::test]
+async fn a_views_etag_has_the_form_the_readme_gives(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let (id, shooter, _) = app.battle_match("statki").await;
+    assert!(
+        README.contains(r#"`W/"<seq>-<caller>-<presence>"`"#),
+        "the README gives the view tag's form"
+    );
+    let answer = app
+        .client
+        .get(app.url(&format!("/v1/matches/{id}")))
+        .bearer_auth(&shooter.token)
+        .send()
+        .await
+        .unwrap();
+    let tag = answer.headers()["etag"].to_str().unwrap().to_owned();
+    let view: serde_json::Value = answer.json().await.unwrap();
+    let inner = tag
+        .strip_prefix("W/\"")
+        .and_then(|rest| rest.strip_suffix('"'))
+        .unwrap_or_else(|| panic!("a weak tag: {tag}"));
+    let parts: Vec<&str> = inner.split('-').collect();
+    assert_eq!(parts.len(), 3, "{tag}");
+    assert_eq!(parts[0], view["seq"].to_string(), "{tag}");
+    assert_eq!(parts[1], shooter.id.replace('-', ""), "{tag}");
+    assert_eq!(parts[2].len(), 2, "one mark per seated player: {tag}");
+    assert!(
+        parts[2].chars().all(|mark| mark == 'o' || mark == 'a'),
+        "{tag}"
+    );
+}
+
+#[test]
+fn public_operations_declare_no_security_requirement_rather_than_an_empty_one() {
+    let document = serde_json::to_value(statki::http::openapi()).expect("the document as JSON");
+    let mut public = Vec::new();
+    for (path, item) in document["paths"].as_object().expect("paths") {
+        for (method, operation) in item.as_object().expect("an item") {
+            let security = operation["security"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{method} {path} says what it needs"));
+            // `[{}]` alone reads as "a requirement" to generators (openapi-python-client
+            // then asks for an authenticated client): a public operation says `[]`.
+            assert!(
+                !(security.len() == 1 && security[0] == json!({})),
+                "{method} {path}: security [{{}}]"
+            );
+            if security.is_empty() {
+                public.push(format!("{method} {path}"));
+            }
+        }
+    }
+    for expected in [
+        "post /v1/players",
+        "post /v1/sessions",
+        "get /v1/rulesets",
+        "get /v1/bots",
+    ] {
+        assert!(
+            public.contains(&expected.to_owned()),
+            "{expected} is public: {public:?}"
+        );
+    }
+}

@@ -6,8 +6,8 @@ use chrono::Duration;
 use engine_support::*;
 use statki::engine::commit;
 use statki::engine::{
-    CancelReason, Cell, Command, Event, FinishReason, HouseOptions, Match, MatchRules, Outcome,
-    Phase, Placement, Refusal, RuleSetId, Viewer,
+    CancelReason, Cell, Command, Event, FinishReason, Match, Outcome, Phase, Placement, Refusal,
+    RuleSetId, Viewer,
 };
 
 const PRESETS: [RuleSetId; 3] = RuleSetId::ALL;
@@ -318,20 +318,24 @@ fn battaglia_extra_shot_option_keeps_the_turn_after_a_hit() {
 }
 
 #[test]
-fn the_extra_shot_option_exists_only_in_battaglia() {
-    let house = HouseOptions {
-        extra_shot_on_hit: true,
-    };
-    for id in [RuleSetId::Statki, RuleSetId::Classic] {
-        let refusal =
-            MatchRules::new(id, house, CLOCK, JOIN_SECONDS).expect_err("not a house option");
-        assert!(matches!(refusal, Refusal::InvalidOption(_)), "{refusal:?}");
-        assert_eq!(refusal.code(), "invalid_option");
+fn the_extra_shot_is_a_house_rule_of_every_preset() {
+    for id in PRESETS {
+        assert!(rules_with_extra_shot(id).extra_shot_on_hit(), "{id:?}");
+        assert!(rules_with_extra_shot(id).has_house_options(), "{id:?}");
     }
-    assert!(rules_with_extra_shot(RuleSetId::Battaglia).extra_shot_on_hit());
-    assert!(rules_with_extra_shot(RuleSetId::Battaglia).has_house_options());
+    assert!(!rules(RuleSetId::Statki).extra_shot_on_hit());
     assert!(!rules(RuleSetId::Battaglia).extra_shot_on_hit());
     assert!(rules(RuleSetId::Classic).extra_shot_on_hit());
+    // Statki with the house rule: a hit keeps the turn, a miss passes it.
+    let mut game = Game::in_battle(rules_with_extra_shot(RuleSetId::Statki), false);
+    assert_eq!(
+        shot(&game.fire(CREATOR, "A1")),
+        (Outcome::Hit, Some(CREATOR))
+    );
+    assert_eq!(
+        shot(&game.fire(CREATOR, "J10")),
+        (Outcome::Miss, Some(JOINER))
+    );
 }
 
 #[test]

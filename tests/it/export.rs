@@ -426,3 +426,95 @@ async fn a_reaction_is_a_move_line_of_its_own(pool: PgPool) {
         "{text}"
     );
 }
+
+#[sqlx::test]
+async fn single_ship_moves_are_capped_so_an_export_stays_within_its_stated_size(pool: PgPool) {
+    use statki::engine::game::{MATCH_EVENTS_MAX, PLACEMENT_MOVES_PER_PLAYER};
+    let app = spawn_app(pool).await;
+    let (id, ala, bolek) = app.placement_match("statki").await;
+    let ship = format!("/v1/matches/{id}/ships/0");
+    let mut moves = 0;
+    while moves < PLACEMENT_MOVES_PER_PLAYER {
+        let placed = app
+            .put(
+                &ship,
+                &ala.token,
+                json!({"cell": "A1", "orientation": "horizontal"}),
+            )
+            .await;
+        assert_eq!(placed.status, StatusCode::OK, "{:?}", placed.body);
+        let removed = app.delete(&ship, &ala.token).await;
+        assert_eq!(removed.status, StatusCode::OK, "{:?}", removed.body);
+        moves += 2;
+    }
+    let events_before = app.event_count().await;
+    let refused = app
+        .put(
+            &ship,
+            &ala.token,
+            json!({"cell": "A1", "orientation": "horizontal"}),
+        )
+        .await;
+    assert_eq!(
+        (refused.status, refused.code()),
+        (StatusCode::CONFLICT, "too_many_placement_moves"),
+        "{:?}",
+        refused.body
+    );
+    assert!(
+        refused.body["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("/fleet"),
+        "the refusal says how to go on: {:?}",
+        refused.body
+    );
+    assert_eq!(
+        app.event_count().await,
+        events_before,
+        "a refusal records nothing"
+    );
+    // The other player is not held back, and the whole fleet can still be placed at once.
+    let theirs = app
+        .put(
+            &ship,
+            &bolek.token,
+            json!({"cell": "A1", "orientation": "horizontal"}),
+        )
+        .await;
+    assert_eq!(theirs.status, StatusCode::OK, "{:?}", theirs.body);
+    for player in [&ala, &bolek] {
+        let fleet = app
+            .put(
+                &format!("/v1/matches/{id}/fleet"),
+                &player.token,
+                common::legal_fleet("statki"),
+            )
+            .await;
+        assert_eq!(fleet.status, StatusCode::OK, "{:?}", fleet.body);
+    }
+    let resigned = app
+        .post(&format!("/v1/matches/{id}/resign"), &ala.token, json!({}))
+        .await;
+    assert_eq!(resigned.status, StatusCode::OK, "{:?}", resigned.body);
+
+    let export = app
+        .get(&format!("/v1/matches/{id}/export"), Some(&bolek.token))
+        .await;
+    assert_eq!(export.status, StatusCode::OK, "{:?}", export.body);
+    let events = export.body["events"].as_array().expect("events").len();
+    let document = serde_json::to_value(statki::http::openapi()).expect("the document");
+    let stated =
+        document["components"]["schemas"]["MatchExport"]["properties"]["events"]["maxItems"]
+            .as_u64()
+            .expect("MatchExport.events states its maximum");
+    assert_eq!(
+        stated, MATCH_EVENTS_MAX as u64,
+        "the document states the real maximum"
+    );
+    assert!(events <= MATCH_EVENTS_MAX, "{events} events");
+    assert!(
+        events > PLACEMENT_MOVES_PER_PLAYER as usize,
+        "the single moves are all in the log: {events} events"
+    );
+}

@@ -1989,3 +1989,49 @@ async fn the_service_role_cannot_rewrite_the_record_of_play(pool: PgPool) {
         assert_eq!(code.as_deref(), Some("42501"), "{attack}: {error}");
     }
 }
+
+#[sqlx::test]
+async fn a_retried_registration_is_not_charged_to_the_registration_limit(pool: PgPool) {
+    let app = spawn_limited(
+        pool,
+        RateLimitSettings {
+            register: Rate::per_minute(1, 2),
+            ..RateLimitSettings::default()
+        },
+    )
+    .await;
+    let name = unique("keyed");
+    let keyed = || {
+        app.client
+            .post(app.url("/v1/players"))
+            .header("idempotency-key", format!("signup-{name}"))
+            .json(&json!({ "name": name }))
+            .send()
+    };
+    let first = keyed().await.unwrap();
+    assert_eq!(first.status(), StatusCode::CREATED);
+    let first: serde_json::Value = first.json().await.unwrap();
+    // A client that lost the answer retries, again and again: each retry is the first answer,
+    // never a 429, and spends nothing of the registration budget.
+    for _ in 0..5 {
+        let retry = keyed().await.unwrap();
+        assert_eq!(retry.status(), StatusCode::CREATED);
+        let retry: serde_json::Value = retry.json().await.unwrap();
+        assert_eq!(retry["id"], first["id"]);
+    }
+    // The budget (a burst of two) still holds its second registration, and no more.
+    let second = register_raw(&app, &unique("second"), None).await;
+    assert_eq!(second.status(), StatusCode::CREATED);
+    let third = register_raw(&app, &unique("third"), None).await;
+    assert_eq!(third.status(), StatusCode::TOO_MANY_REQUESTS);
+    // A new key is a new registration, charged like any other.
+    let fresh = app
+        .client
+        .post(app.url("/v1/players"))
+        .header("idempotency-key", "another-key")
+        .json(&json!({ "name": unique("fresh") }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(fresh.status(), StatusCode::TOO_MANY_REQUESTS);
+}

@@ -1295,3 +1295,55 @@ async fn a_stream_opened_before_the_join_tells_the_joiners_presence(pool: PgPool
     assert_eq!(went.data["presence"], "away");
     assert_eq!(went.data["player"], bolek.id.as_str());
 }
+
+#[sqlx::test]
+async fn a_ticket_not_of_a_tickets_form_is_refused_even_beside_a_bearer_header(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let (id, _, target) = app.battle_match("statki").await;
+    let upper = "A".repeat(64);
+    let short = "ab12";
+    for path in [format!("/v1/matches/{id}/stream"), "/v1/stream".to_owned()] {
+        for bad in [short, upper.as_str(), "not-a-ticket"] {
+            for bearer in [true, false] {
+                let mut request = app
+                    .client
+                    .get(app.url(&format!("{path}?ticket={bad}")))
+                    .timeout(Duration::from_secs(5));
+                if bearer {
+                    request = request.bearer_auth(&target.token);
+                }
+                let reply = app.send(request).await;
+                assert_eq!(
+                    (reply.status, reply.code()),
+                    (StatusCode::BAD_REQUEST, "invalid_query"),
+                    "{path} ticket={bad} bearer={bearer}: {:?}",
+                    reply.body
+                );
+                assert!(
+                    reply.body["detail"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .contains("ticket"),
+                    "{:?}",
+                    reply.body
+                );
+            }
+        }
+    }
+    // A ticket of the right form beside the header is not used, only spent, as documented.
+    let spare = ticket(&app, &target.token).await;
+    let beside = app
+        .client
+        .get(app.url(&format!("/v1/stream?ticket={spare}")))
+        .bearer_auth(&target.token)
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(beside.status(), StatusCode::OK);
+    drop(beside);
+    assert_eq!(
+        with_ticket(&app, "/v1/stream", &spare).await.status(),
+        StatusCode::UNAUTHORIZED
+    );
+}

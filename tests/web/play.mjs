@@ -31,9 +31,16 @@ function log(step) {
 
 async function newPlayer(browser, label, { locale = 'en-GB', viewport = { width: 1280, height: 900 }, hasTouch = false } = {}) {
   const context = await browser.newContext({ locale, viewport, hasTouch });
-  // Counts the WebAudio tones the page synthesises, so a cue can be seen to play.
+  // Counts the WebAudio tones the page synthesises, and lists each cue the audio layer says it
+  // played with the tones made for it, so a cue can be seen (and heard) to play by name.
   await context.addInitScript(() => {
     window.statkiTones = 0;
+    window.statkiCues = [];
+    let tonesBefore = 0;
+    window.addEventListener('statki:cue', (event) => {
+      window.statkiCues.push({ cue: event.detail.cue, tones: window.statkiTones - tonesBefore });
+      tonesBefore = window.statkiTones;
+    });
     if (typeof AudioContext === 'undefined') return;
     const createOscillator = AudioContext.prototype.createOscillator;
     AudioContext.prototype.createOscillator = function counted() {
@@ -51,6 +58,21 @@ async function newPlayer(browser, label, { locale = 'en-GB', viewport = { width:
   page.on('pageerror', (error) => errors.push(`${label}: ${error.message}`));
   await page.goto(BASE + '/');
   return { context, page, label };
+}
+
+/** How many cues the page has played so far: a mark to look for later ones from. */
+async function cueMark(page) {
+  return page.evaluate(() => window.statkiCues.length);
+}
+
+/** Waits for the page to play `cue` (after `mark`), synthesised as tones, and returns it. */
+async function heard(page, cue, mark, what) {
+  try {
+    await page.waitForFunction(([name, from]) => window.statkiCues.slice(from).some((c) => c.cue === name && c.tones > 0), [cue, mark], WAIT);
+  } catch (error) {
+    throw new Error(`${what}: no '${cue}' cue (${error.message}); heard ${JSON.stringify(await page.evaluate((from) => window.statkiCues.slice(from), mark))}`);
+  }
+  return page.evaluate(([name, from]) => window.statkiCues.slice(from).find((c) => c.cue === name), [cue, mark]);
 }
 
 /** Desktop and phone screenshots of the page, in the light and the dark theme. */
@@ -871,17 +893,18 @@ async function main() {
     const away = present === ala ? bolek : ala;
     // The other player leaves for another page before the turn comes to them.
     // The same document (only the hash changes), so the count of tones carries on.
-    const tonesBefore = await away.page.evaluate(() => window.statkiTones);
+    const turnMark = await cueMark(away.page);
     await away.page.goto(`${BASE}/#/ladder/statki`);
     {
       const mine = present.page.locator('[data-testid=players] .player-chip.me .clock');
-      const tones = await present.page.evaluate(() => window.statkiTones);
+      const urgentMark = await cueMark(present.page);
       const fresh = await mine.evaluate((el) => [el.textContent, el.className]);
       assert.doesNotMatch(fresh[1], /urgent/, `a fresh 10 s clock is not urgent: ${fresh}`);
       await present.page.waitForSelector('[data-testid=players] .player-chip.me .clock.urgent', WAIT);
       const atUrgent = await mine.textContent();
       assert.ok(['0:05', '0:04'].includes(atUrgent), `urgent from 5 s left, at ${atUrgent}`);
-      await present.page.waitForFunction((before) => window.statkiTones > before, tones, WAIT);
+      const urgentCue = await heard(present.page, 'urgent', urgentMark, 'the player whose clock runs out');
+      log(`cue: ${JSON.stringify(urgentCue)} on ${present.label}'s page at ${atUrgent}`);
       // From now on the page notes what the opponent's clock said when it first turned urgent.
       await present.page.evaluate(() => {
         window.statkiUrgentAt = null;
@@ -896,7 +919,7 @@ async function main() {
     }
     const turnToast = away.page.locator('.toast.turn');
     await turnToast.waitFor(WAIT);
-    await away.page.waitForFunction((before) => window.statkiTones > before, tonesBefore, WAIT);
+    log(`cue: ${JSON.stringify(await heard(away.page, 'turn', turnMark, 'the player whose turn came on another page'))} on ${away.label}'s page with the toast`);
     assert.match(await turnToast.textContent(), /Your shot against|Twój strzał w meczu z/);
     assert.match(await away.page.title(), /^▶ /, 'the tab title says it is your turn');
     assert.match(await away.page.getAttribute('link[rel=icon]', 'href'), /^data:image\/svg\+xml/, 'the favicon carries a badge');
@@ -915,10 +938,10 @@ async function main() {
     // winner left its page before the resignation reached it).
     const awayResult = away.page.locator('[data-testid=away-result]', { hasText: /You lost|Przegrałeś/ });
     const awayResultShown = awayResult.waitFor({ timeout: 30_000 }).then(async () => ({ text: await awayResult.textContent() }), (error) => ({ error }));
-    const tonesBeforeEnd = await present.page.evaluate(() => window.statkiTones);
+    const endMark = await cueMark(present.page);
     await present.page.waitForSelector('[data-testid=result]', { timeout: 20_000 });
     assert.match(await present.page.textContent('[data-testid=result]'), /You won|Wygrałeś/);
-    await present.page.waitForFunction((before) => window.statkiTones > before, tonesBeforeEnd, WAIT);
+    log(`cue: ${JSON.stringify(await heard(present.page, 'won', endMark, 'the winner on the match page'))} on ${present.label}'s page`);
     log('the result reached while away is shown on return, and the list is up to date');
     // It once went missing whenever the match's creator was the one away: the watcher took
     // the match, seen waiting on its own page, for one already ended.
@@ -971,9 +994,14 @@ async function main() {
     assert.equal(matchIdOf(ala.page), matchIdOf(bolek.page), 'the queue paired the two players');
     await ala.page.waitForSelector('.badge.ranked', WAIT);
     await ala.page.waitForSelector('[data-testid=placed-count]', WAIT);
+    await bolek.page.waitForSelector('[data-testid=placed-count]', WAIT);
+    const lossMark = await cueMark(ala.page);
+    const winMark = await cueMark(bolek.page);
     await ala.page.click('.resign button');
     await ala.page.click('.resign button.danger');
     await ala.page.waitForSelector('[data-testid=result]', WAIT);
+    log(`cues at the end: ${JSON.stringify(await heard(ala.page, 'lost', lossMark, 'the loser on the match page'))} for ${ala.label}, ${JSON.stringify(await heard(bolek.page, 'won', winMark, 'the winner on the match page'))} for ${bolek.label}`);
+    assert.ok(!(await ala.page.evaluate((from) => window.statkiCues.slice(from).some((c) => c.cue === 'won'), lossMark)), 'the loser hears no win');
     log('the rating and its change after a ranked game, ratings beside names');
     await ala.page.waitForSelector('[data-testid=rating-change]', WAIT);
     assert.match(await ala.page.textContent('[data-testid=rating-change]'), /^Your rating on the Statki ladder: \d+ → \d+ \(−\d+\)$/);
@@ -1088,6 +1116,43 @@ async function main() {
       const guestName = await guest.page.textContent('[data-testid=me]');
       assert.match(guestName, /^Guest-[0-9a-f]{6}$/, 'a guest name is made up');
       await guest.page.waitForSelector('[data-testid=ready]', WAIT);
+
+      log('the guest leaves the bot game made for them before the battle: it is ended, not listed as in play');
+      {
+        const left = matchIdOf(guest.page);
+        assert.match(await guest.page.textContent('[data-testid=bot-game-note]'), /Leaving this page before the battle ends this game/, 'the placement panel says leaving ends the game');
+        await openMenu(guest.page);
+        await guest.page.click('#nav a[href="#/"]');
+        await guest.page.locator('[data-testid=bot-game-left]').waitFor(WAIT);
+        assert.equal(await guest.page.getAttribute('[data-testid=menu]', 'aria-expanded'), 'false', 'a link followed from the open menu folds it');
+        const row = guest.page.locator(`[data-testid=my-matches] [data-match="${left}"]`);
+        await row.waitFor(WAIT);
+        const rowText = await row.textContent();
+        assert.doesNotMatch(rowText, /placing fleets|\d:\d\d left|Resume/, `the row is not in play: ${rowText}`);
+        assert.match(rowText, /lost/, `the row shows the game ended: ${rowText}`);
+        const ended = await viewOf(guest.page, left);
+        assert.equal(ended.phase, 'finished', 'the server ended the match');
+        assert.equal(ended.result.reason, 'resigned');
+        const live = await guest.page.evaluate(async () => {
+          const { token } = JSON.parse(localStorage.getItem('statki.session'));
+          return (await fetch('/v1/matches?status=live', { headers: { authorization: `Bearer ${token}` } })).json();
+        });
+        assert.ok(Array.isArray(live.matches), `the live list: ${JSON.stringify(live)}`);
+        assert.ok(!live.matches.some((match) => match.id === left), 'not in the live list');
+        log(`left bot game: ${ended.phase} (${ended.result.reason}); lobby row "${rowText.replace(/\s+/g, ' ').trim()}"`);
+        // Another bot game from the lobby's list, played this time.
+        await guest.page.selectOption('[data-testid=bots] select', 'statki');
+        await guest.page.locator('[data-testid=bots] .row button').first().click();
+        await guest.page.waitForURL(/#\/m\//, WAIT);
+        await guest.page.waitForSelector('[data-testid=ready]', WAIT);
+      }
+
+      log('sound: off by default for the guest, switched on, remembered; the hit, sink and end cues heard one by one');
+      await openMenu(guest.page);
+      assert.equal(await guest.page.getAttribute('[data-testid=sound]', 'aria-pressed'), 'false', 'sound is off by default');
+      assert.equal(await cueMark(guest.page), 0, 'no cue plays while sound is off');
+      await guest.page.click('[data-testid=sound]');
+      await guest.page.waitForSelector('[data-testid=sound][aria-pressed=true]', WAIT);
       await placeAtRandom(guest.page);
       assert.equal(await waitForTurn([guest]), guest);
       await fire(guest.page, 'E5');
@@ -1184,6 +1249,18 @@ async function main() {
         guestShots = 0;
       }
       assert.match(outcome, /You won/, 'the guest beat the bot');
+      {
+        // The guest's page has been reloaded since sound was switched on: the cues counted are
+        // this document's, heard with sound remembered on.
+        assert.equal(await guest.page.getAttribute('[data-testid=sound]', 'aria-pressed'), 'true', 'sound stays on across reloads');
+        const played = await guest.page.evaluate(() => window.statkiCues);
+        for (const cue of ['hit', 'sunk', 'won']) {
+          assert.ok(played.some((c) => c.cue === cue && c.tones > 0), `the guest heard a '${cue}' cue: ${JSON.stringify(played.map((c) => c.cue))}`);
+        }
+        const counts = {};
+        for (const c of played) counts[c.cue] = (counts[c.cue] || 0) + 1;
+        log(`cues the guest's page played since its last reload: ${JSON.stringify(counts)}`);
+      }
       log('own ships hit by the bot: the hit segment against the hull (light and dark)');
       for (const colorScheme of ['light', 'dark']) {
         await guest.page.emulateMedia({ colorScheme });

@@ -61,6 +61,8 @@ export function play(cue) {
       oscillator.start(now + start);
       oscillator.stop(now + start + length + 0.05);
     }
+    // Says which cue was played, for whoever listens on the page (the browser test does).
+    window.dispatchEvent(new CustomEvent('statki:cue', { detail: { cue } }));
   } catch {
     // No audio device: the cue is only a nicety.
   }

@@ -111,6 +111,7 @@ const en = {
   'reactions.title': 'Reactions', 'reactions.none': 'No reactions yet.', 'reactions.said': '{name}: {reaction}',
   'reaction.good_luck': 'Good luck', 'reaction.nice_shot': 'Nice shot', 'reaction.oops': 'Oops', 'reaction.thanks': 'Thanks', 'reaction.well_played': 'Well played', 'reaction.good_game': 'Good game',
   'problem.too_many_reactions': 'Too many reactions: one every 3 seconds, at most 20 a match.',
+  'problem.too_many_placement_moves': 'Ships were moved 100 times in this match, as many as it allows: place the rest at random (the whole fleet goes at once).',
   'problem.invalid_cell': 'That is not a cell of the board (A1 to J10).',
   'problem.off_board': 'The ship would stick out of the board.',
   'problem.overlap': 'That ship would overlap another ship.',
@@ -270,6 +271,7 @@ const pl = {
   'reactions.title': 'Reakcje', 'reactions.none': 'Jeszcze nikt nie zareagował.', 'reactions.said': '{name}: {reaction}',
   'reaction.good_luck': 'Powodzenia', 'reaction.nice_shot': 'Dobry strzał', 'reaction.oops': 'Ups', 'reaction.thanks': 'Dzięki', 'reaction.well_played': 'Dobrze zagrane', 'reaction.good_game': 'Dobra gra',
   'problem.too_many_reactions': 'Za dużo reakcji: jedna na 3 sekundy, najwyżej 20 na mecz.',
+  'problem.too_many_placement_moves': 'Statki przestawiono już 100 razy w tym meczu, tyle ile wolno: ustaw resztę losowo (cała flota naraz).',
   'problem.invalid_cell': 'To nie jest pole planszy (od A1 do J10).',
   'problem.off_board': 'Okręt wystawałby poza planszę.',
   'problem.overlap': 'Ten okręt nachodziłby na inny.',
@@ -360,6 +362,8 @@ Object.assign(en, {
   'end.all_verified': 'both verified', 'end.some_mismatch': 'a mismatch was found',
   'problem.rate_limited_wait': 'Too many requests. Try again in {seconds} s.',
   'lobby.time_left': '{phase} · {time} left', menu: 'Menu',
+  'botgame.left': 'Your game against {name} was ended: you left it before the battle.',
+  'botgame.leave_note': 'Leaving this page before the battle ends this game.',
 });
 Object.assign(pl, {
   'match.no_opponent': 'bez przeciwnika',
@@ -380,6 +384,8 @@ Object.assign(pl, {
   'end.all_verified': 'obie potwierdzone', 'end.some_mismatch': 'znaleziono niezgodność',
   'problem.rate_limited_wait': 'Za dużo żądań. Spróbuj ponownie za {seconds} s.',
   'lobby.time_left': '{phase} · zostało {time}', menu: 'Menu',
+  'botgame.left': 'Gra z {name} została zakończona: opuszczono ją przed bitwą.',
+  'botgame.leave_note': 'Wyjście z tej strony przed bitwą kończy tę grę.',
 });
 
 const dictionaries = { en, pl };

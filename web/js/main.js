@@ -66,7 +66,8 @@ class App {
     if ('serviceWorker' in navigator) navigator.serviceWorker.register('/sw.js').catch(() => {});
     document.documentElement.lang = currentLanguage();
     applyTheme(savedTheme());
-    window.addEventListener('hashchange', () => this.route());
+    // A link followed from the phone's open menu has done its job: the menu folds again.
+    window.addEventListener('hashchange', () => { this.foldMenu(); this.route(); });
     if (this.api.session) {
       this.startFeed();
       // Tokens last 30 days: a visit renews the kept one (a server without sessions refuses; kept as is).
@@ -272,6 +273,13 @@ class App {
       this.cleanup = view() || null;
       this.main.focus({ preventScroll: true });
     }).catch(() => this.error(null));
+  }
+
+  foldMenu() {
+    const toggle = document.getElementById('menu-toggle');
+    if (!toggle || toggle.getAttribute('aria-expanded') !== 'true') return;
+    toggle.setAttribute('aria-expanded', 'false');
+    toggle.closest('.top').classList.remove('menu-open');
   }
 
   renderChrome() {

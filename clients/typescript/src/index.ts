@@ -18,6 +18,10 @@ export type NoticeKind = Notice["kind"];
 export type MatchView = Schemas["MatchResource"];
 /** A match stream's `presence` event (no `id:`): a player came online or went away. */
 export type PresenceChange = Schemas["PresenceChange"];
+/** A match stream's first event when opened without a resume point: the caller's whole view. */
+export type MatchState = Schemas["MatchState"];
+/** Anything a match stream sends: its opening `state`, a `presence` change or a match event. */
+export type MatchStreamEvent = Schemas["MatchStreamEvent"];
 export type ParticipantMatch = Schemas["ParticipantMatch"];
 export type StatkiClient = Client<paths>;
 
@@ -84,6 +88,16 @@ export function isPresenceChange(value: unknown): value is PresenceChange {
     (value.presence === "online" || value.presence === "away");
 }
 
+/** Whether a match stream event's data is the opening `state`: a `seq` and the caller's view. */
+export function isMatchState(value: unknown): value is MatchState {
+  return isRecord(value) && value.kind === "state" && typeof value.seq === "number" &&
+    isRecord(value.view) && (value.view.viewer === "participant" || value.view.viewer === "spectator");
+}
+
+function isMatchStreamEvent(value: unknown): value is MatchStreamEvent {
+  return isMatchEvent(value) || isMatchState(value) || isPresenceChange(value);
+}
+
 /** An event of a kind this client does not type. */
 export interface OtherEvent {
   kind: string;
@@ -102,6 +116,8 @@ function decodeWith<T>(guard: (value: unknown) => value is T) {
 
 /** The match events kept in memory and after a stream event, typed. */
 export const decodeMatchEvent = decodeWith(isMatchEvent);
+/** What a match stream sends, typed: `state`, `presence` and every match event kind. */
+export const decodeMatchStreamEvent = decodeWith(isMatchStreamEvent);
 export const decodeNotice = decodeWith(isNotice);
 
 export interface StreamOptions<T> {
@@ -115,11 +131,15 @@ export interface StreamOptions<T> {
   fetch?: typeof fetch;
 }
 
-/** Follows `GET /v1/matches/{id}/stream`: every event, resumed after a dropped connection. */
-export function followMatch(matchId: string, options: StreamOptions<MatchEvent>): Follower {
+/**
+ * Follows `GET /v1/matches/{id}/stream`: every event, resumed after a dropped connection,
+ * typed by `kind` — the opening `state` (the caller's view), `presence` changes and the
+ * match's events.
+ */
+export function followMatch(matchId: string, options: StreamOptions<MatchStreamEvent>): Follower {
   return follow(`${options.baseUrl}/v1/matches/${encodeURIComponent(matchId)}/stream`, {
     ...options,
-    decode: decodeMatchEvent,
+    decode: decodeMatchStreamEvent,
     onEvent: (event) => options.onEvent(event),
   });
 }

@@ -1,6 +1,8 @@
 // Plays a whole match against the hard bot with nothing but this package: registers a
 // player, challenges the bot, places the fleet ship by ship from the server's hints,
-// fires until the match ends, and follows the match stream meanwhile as typed events.
+// fires until the match ends, and follows the match stream meanwhile as typed events: it
+// waits for the bot by the stream (the view is read again only when an event came), never
+// by polling.
 //
 // Usage: node dist/play-bot.js <base URL> [ruleset]
 
@@ -9,6 +11,7 @@ import {
   createStatkiClient,
   followMatch,
   type MatchEvent,
+  type MatchState,
   type OtherEvent,
   type ParticipantMatch,
   type Schemas,
@@ -40,15 +43,41 @@ async function main() {
   const created = body(await api.POST("/v1/matches", { body: { ruleset, opponent: bot.id } }));
   const match = { params: { path: { id: created.id } } };
 
-  // Every event of the match, typed by kind, until the stream ends with the match.
+  // Every event of the match, typed by kind, until the stream ends with the match: the
+  // opening `state`, `presence` changes and the match's numbered events.
   const events: MatchEvent[] = [];
+  const states: MatchState[] = [];
+  let presences = 0;
   const others: OtherEvent[] = [];
+  // How many events have arrived, and who waits for the next one.
+  let arrivals = 0;
+  let waiters: Array<() => void> = [];
   const stream = followMatch(created.id, {
     baseUrl,
     token: () => me.token,
-    onEvent: (streamed) => (streamed.known ? events.push(streamed.event) : others.push(streamed.event)),
+    onEvent: (streamed) => {
+      if (!streamed.known) others.push(streamed.event);
+      else if (streamed.event.kind === "state") states.push(streamed.event);
+      else if (streamed.event.kind === "presence") presences += 1;
+      else events.push(streamed.event);
+      arrivals += 1;
+      const waiting = waiters;
+      waiters = [];
+      for (const wake of waiting) wake();
+    },
     onFatal: (response) => console.error(`the stream was refused: ${response.status}`),
   });
+  /** Resolves once an event has arrived after the first `count`. */
+  function arrivedAfter(count: number): Promise<void> {
+    if (arrivals > count) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error("the stream brought nothing in time")), Math.max(0, deadline - Date.now()));
+      waiters.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
 
   async function view(): Promise<ParticipantMatch> {
     const current = body(await api.GET("/v1/matches/{id}", match));
@@ -56,12 +85,14 @@ async function main() {
     if (current.viewer !== "participant") throw new Error("unreachable");
     return current;
   }
+  /** The view once `ready` holds, read again only after the stream brought something new. */
   async function waitFor(ready: (view: ParticipantMatch) => boolean): Promise<ParticipantMatch> {
     for (;;) {
+      const seen = arrivals;
       const current = await view();
       if (ready(current)) return current;
       if (Date.now() > deadline) throw new Error(`the bot did not move in time: ${current.phase}`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await arrivedAfter(seen);
     }
   }
 
@@ -104,7 +135,11 @@ async function main() {
   assert.equal(final.record?.length, 2, "the record opens both fleets");
   for (const opened of final.record ?? []) assert.equal(opened.commitment_verified, true);
 
-  // The stream: every event once, in order, each typed by its kind.
+  // The stream: opened with the caller's view, then every event once, in order, each typed by its kind.
+  const opening = states[0];
+  assert.ok(opening, "the stream opened with the caller's view (`state`)");
+  assert.equal(opening.view.id, created.id);
+  assert.equal(events[0]?.seq, opening.seq + 1, "the events follow the opening view");
   assert.deepEqual(events.map((event) => event.seq), events.map((_, i) => (events[0]?.seq ?? 1) + i), "no event missed or repeated");
   const ownShots = events.filter((event) => event.kind === "shot_fired" && event.player === me.id);
   assert.equal(ownShots.length, shots, "every shot we fired was streamed");
@@ -113,6 +148,7 @@ async function main() {
   const winner = finished.winner === me.id ? "we" : "the bot";
   console.log(
     `${ruleset}: ${shots} shots, ${events.length} typed events streamed` +
+      ` after the opening state, ${presences} presence changes` +
       `${others.length ? ` (+${others.length} of other kinds: ${[...new Set(others.map((o) => o.kind))].join(", ")})` : ""}, ` +
       `${finished.reason}, ${winner} won against ${bot.name}`,
   );

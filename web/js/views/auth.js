@@ -3,6 +3,7 @@
 
 import { h, mount } from '../dom.js';
 import { t } from '../i18n.js';
+import { rememberBotGame } from '../botgames.js';
 
 export function render(app, main) {
   const message = h('p', { class: 'form-error', role: 'alert', 'data-testid': 'auth-error' });
@@ -56,6 +57,7 @@ export function render(app, main) {
       const bots = await app.api.bots();
       const bot = bots.find((candidate) => candidate.level === 'easy') || bots[0];
       const match = await app.api.createMatch({ ruleset: 'statki', ranked: false, opponent: bot.id });
+      rememberBotGame(match.id);
       app.toast(t('auth.guest_welcome', { name: guest.name }));
       app.navigate(`#/m/${match.id}`);
     } catch (error) {

@@ -5,6 +5,7 @@
 import { clockText, h, mount } from '../dom.js';
 import { currentLanguage, known, t, rulesetTitle } from '../i18n.js';
 import { playerLink, rememberNames } from '../names.js';
+import { rememberBotGame } from '../botgames.js';
 
 const REFRESH_MS = 5000;
 const QUEUE_POLL_MS = 2000;
@@ -119,6 +120,8 @@ export function render(app, main, query) {
 
   async function refreshMine() {
     try {
+      // A bot game just left is being ended (match page): listed once that is done.
+      if (app.leaving) await app.leaving;
       const answer = await app.api.playerMatches(app.me.id);
       const matches = (Array.isArray(answer) ? answer : answer.matches || []).slice(0, 8);
       if (!alive) return;
@@ -168,6 +171,7 @@ export function render(app, main, query) {
           h('button', { type: 'button', onclick: async () => {
             try {
               const match = await app.api.createMatch({ ruleset: select.value, ranked: false, opponent: bot.id });
+              rememberBotGame(match.id);
               app.navigate(`#/m/${match.id}`);
             } catch (error) { app.error(error); }
           } }, t('lobby.play'))))));

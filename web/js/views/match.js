@@ -11,6 +11,7 @@ import { follow } from '../sse.js';
 import { forgetProfile, nameOf, playerLink, ratingOf, rememberNames } from '../names.js';
 import { verifyFleet } from '../commit.js';
 import { play } from '../alerts.js';
+import { forgetBotGame, isBotGame } from '../botgames.js';
 
 const TICK_MS = 250;
 // A running clock turns urgent in its last 5 s, whatever its length (a clock of 5 s or less
@@ -714,6 +715,7 @@ export function render(app, main, id) {
           draft ? t('placement.reroll') : view.fleet.some((ship) => ship.placement) ? t('placement.random_rest') : t('placement.random')),
         draft && draftKind === 'random' ? h('button', { type: 'button', class: 'secondary', 'data-focus-key': 'by-hand', 'data-testid': 'by-hand', onclick: () => { draft = null; setNote(''); draw(); } }, t('placement.by_hand')) : null) : null,
       !locked ? h('p', { class: 'muted hint-text' }, help) : null,
+      !locked && isBotGame(id) ? h('p', { class: 'muted small-text', 'data-testid': 'bot-game-note' }, t('botgame.leave_note')) : null,
       h('ol', { class: 'ship-list', 'data-testid': 'ship-list' }, view.fleet.map((ship) => {
         const spot = spotOf(ship);
         const where = spot ? `${spot.cell} ${t(`orientation.${spot.orientation}`)}` : t('placement.not_placed');
@@ -1124,6 +1126,25 @@ export function render(app, main, id) {
     }
   }
 
+  /**
+   * A bot game this browser started, left before its battle began (the player's fleet not
+   * yet ready): ended by resigning, so the lobby does not list it as in play while its
+   * placement clock runs down. A battle left behind stays, to be resumed; its shot clock
+   * ends it.
+   */
+  function leaveBotGame() {
+    if (!view || !participant() || !isBotGame(id)) return;
+    if (isOver(view)) { forgetBotGame(id); return; }
+    if (view.phase !== 'placement' || view.fleet_locked) return;
+    forgetBotGame(id);
+    if (app.turns) app.turns.sawEnd(id);
+    const opponent = opponentOf(me());
+    app.leaving = app.api.resign(id)
+      .then(() => nameOf(opponent))
+      .then((name) => app.toast(t('botgame.left', { name }), { testId: 'bot-game-left' }))
+      .catch((error) => app.error(error));
+  }
+
   document.addEventListener('keydown', keydown);
   ownBoard.el.addEventListener('pointerdown', dragStart);
   ownBoard.el.addEventListener('pointermove', dragMove);
@@ -1134,6 +1155,7 @@ export function render(app, main, id) {
   load();
   return () => {
     alive = false;
+    leaveBotGame();
     app.pageTurn = false;
     app.updateTitle();
     if (stream) stream.close();

@@ -38,12 +38,12 @@ class OtherEvent:
 _SPECIAL = {"state": "MatchState", "presence": "PresenceChange"}
 
 
-def _class_for(kind: str, suffix: str):
+def _class_for(kind: str, suffix: str) -> Any:
     name = _SPECIAL.get(kind) or "".join(word.capitalize() for word in kind.split("_")) + suffix
     return getattr(models, name, None)
 
 
-def _typed(kind: str, event_id: Optional[str], data: Any, suffix: str):
+def _typed(kind: str, event_id: Optional[str], data: Any, suffix: str) -> Any:
     cls = _class_for(kind, suffix) if isinstance(data, dict) else None
     if cls is None:
         return OtherEvent(kind=kind, id=event_id, data=data)
