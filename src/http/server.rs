@@ -35,11 +35,44 @@ use tokio::sync::{Notify, Semaphore, watch};
 use tower::ServiceExt;
 
 /// Marks a response whose body is a long-lived stream (server-sent events): on a
-/// connection of this loop, once hyper has sent its head, the loop writes the body itself
-/// and closes the connection after it. Elsewhere (a test calling the router directly) the
-/// mark changes nothing.
-#[derive(Clone, Copy, Debug)]
-pub struct Detachable;
+/// connection of this loop, once hyper has sent its head, the loop writes the stream itself
+/// and closes the connection after it. It takes the stream as the handler made it, from
+/// under the layers' wrappers (an idle stream would otherwise keep the compression layer's
+/// body, sized for a brotli encoder, though a stream is never compressed). Elsewhere (a test
+/// calling the router directly) the response's body reads the same stream.
+#[derive(Clone, Debug)]
+pub struct Detachable(Arc<std::sync::Mutex<Option<Body>>>);
+
+impl Detachable {
+    /// The mark for a stream answered with `body`, and the body the response carries: it
+    /// reads `body` until the connection loop takes it.
+    pub fn new(body: Body) -> (Self, Body) {
+        let slot = Arc::new(std::sync::Mutex::new(Some(body)));
+        let reader = Self(slot.clone());
+        (Self(slot), Body::new(reader))
+    }
+
+    fn take(&self) -> Option<Body> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+}
+
+impl hyper::body::Body for Detachable {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        let mut slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match slot.as_mut() {
+            Some(body) => Pin::new(body).poll_frame(cx),
+            // Taken by the connection loop, which writes it from now on.
+            None => Poll::Pending,
+        }
+    }
+}
 
 /// Limits on connections, per replica.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,14 +185,21 @@ impl Activity {
         }
     }
 
-    /// Takes the body of a [`Detachable`] answer to a `GET` over HTTP/1.1 (hyper frames
-    /// its body in chunks, which [`pump`] goes on with): hyper gets the same head, with
-    /// `Connection: close`, and a body that never yields.
+    /// Takes the stream of a [`Detachable`] answer to a `GET` over HTTP/1.1 (hyper frames
+    /// its body in chunks, which [`pump`] goes on with) that no layer encoded: hyper gets
+    /// the same head, with `Connection: close`, and a body that never yields.
     fn detach(&self, response: Response<Body>) -> Response<Body> {
-        if response.extensions().get::<Detachable>().is_none() {
+        let Some(detachable) = response.extensions().get::<Detachable>().cloned() else {
+            return response;
+        };
+        if response.headers().contains_key(header::CONTENT_ENCODING) {
             return response;
         }
-        let (mut parts, body) = response.into_parts();
+        let Some(stream) = detachable.take() else {
+            return response;
+        };
+        let (mut parts, _wrapped) = response.into_parts();
+        parts.extensions.remove::<Detachable>();
         parts
             .headers
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
@@ -168,7 +208,7 @@ impl Activity {
             HeaderValue::from_static("chunked"),
         );
         parts.headers.remove(header::CONTENT_LENGTH);
-        *self.detached.lock().unwrap_or_else(PoisonError::into_inner) = Some(body);
+        *self.detached.lock().unwrap_or_else(PoisonError::into_inner) = Some(stream);
         self.wrote_head.store(false, Ordering::Release);
         let never = futures::stream::pending::<Result<axum::body::Bytes, Infallible>>();
         Response::from_parts(parts, Body::from_stream(never))

@@ -368,14 +368,17 @@ fn sse<T: Topic>(
 ) -> Response {
     let keep_alive = KeepAlive::new().interval(state.live.settings().keep_alive);
     let revoked = state.live.revocations().until_revoked(token);
-    let mut response = Sse::new(feed.into_stream().take_until(revoked).map(render))
+    let (parts, body) = Sse::new(feed.into_stream().take_until(revoked).map(render))
         .keep_alive(keep_alive)
-        .into_response();
+        .into_response()
+        .into_parts();
+    let (detachable, body) = super::server::Detachable::new(body);
+    let mut response = Response::from_parts(parts, body);
+    response.extensions_mut().insert(detachable);
     // Reverse proxies that buffer responses (nginx) would hold events back.
     response
         .headers_mut()
         .insert("x-accel-buffering", HeaderValue::from_static("no"));
-    response.extensions_mut().insert(super::server::Detachable);
     response
 }
 
