@@ -516,8 +516,8 @@ async fn pump(mut stream: TcpStream, body: Body, idle_timeout: Duration) -> std:
                 }
             }
         };
-        let chunk = match data {
-            None => b"0\r\n\r\n".to_vec(),
+        let (chunk, last) = match data {
+            None => (b"0\r\n\r\n".to_vec(), true),
             Some(data) => {
                 let data = data.map_err(std::io::Error::other)?;
                 if data.is_empty() {
@@ -527,13 +527,13 @@ async fn pump(mut stream: TcpStream, body: Body, idle_timeout: Duration) -> std:
                 chunk.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
                 chunk.extend_from_slice(&data);
                 chunk.extend_from_slice(b"\r\n");
-                chunk
+                (chunk, false)
             }
         };
         tokio::time::timeout(idle_timeout, stream.write_all(&chunk))
             .await
             .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
-        if chunk.starts_with(b"0\r\n") {
+        if last {
             return stream.shutdown().await;
         }
     }
