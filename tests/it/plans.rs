@@ -234,13 +234,23 @@ fn hot_statements(match_id: Uuid, player: Uuid) -> Vec<(&'static str, String, St
     hot
 }
 
-/// The large tables `plan` scans sequentially.
-fn scanned(plan: &str) -> Vec<&'static str> {
-    LARGE
+/// What is wrong with `plan` of the statement `fragment` names: the large tables it scans
+/// sequentially, if any.
+fn scan_failure(fragment: &str, plan: &str) -> Option<String> {
+    let scanned: Vec<&str> = LARGE
         .iter()
         .copied()
         .filter(|table| plan.contains(&format!("Seq Scan on {table} ")))
-        .collect()
+        .collect();
+    (!scanned.is_empty()).then(|| format!("`{fragment}` scans {scanned:?}:\n{plan}"))
+}
+
+/// A match of the fill, in the middle of the ids, and its creator.
+async fn a_match_and_its_creator(pool: &PgPool) -> (Uuid, Uuid) {
+    sqlx::query_as("SELECT id, creator FROM matches ORDER BY id OFFSET 5000 LIMIT 1")
+        .fetch_one(pool)
+        .await
+        .unwrap()
 }
 
 #[sqlx::test]
@@ -262,20 +272,13 @@ async fn generic_plans_made_while_the_tables_were_empty_use_the_indexes_once_ful
         prepared.push((fragment, name));
     }
     fill(&pool, 0, MATCHES).await;
-    let (match_id, player): (Uuid, Uuid) =
-        sqlx::query_as("SELECT id, creator FROM matches ORDER BY id OFFSET 5000 LIMIT 1")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+    let (match_id, player) = a_match_and_its_creator(&pool).await;
     let mut failures = Vec::new();
     for ((fragment, name), (_, _, args)) in
         prepared.into_iter().zip(hot_statements(match_id, player))
     {
         let plan = explain_execute(&mut session, &name, &args).await;
-        let scanned = scanned(&plan);
-        if !scanned.is_empty() {
-            failures.push(format!("`{fragment}` scans {scanned:?}:\n{plan}"));
-        }
+        failures.extend(scan_failure(fragment, &plan));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
@@ -289,19 +292,12 @@ async fn hot_statements_use_their_indexes_with_no_statistics_taken(pool: PgPool)
         .await
         .unwrap();
     assert_eq!(in_play, MATCHES);
-    let (match_id, player): (Uuid, Uuid) =
-        sqlx::query_as("SELECT id, creator FROM matches ORDER BY id OFFSET 5000 LIMIT 1")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+    let (match_id, player) = a_match_and_its_creator(&pool).await;
 
     let mut failures = Vec::new();
     for (fragment, sql, args) in hot_statements(match_id, player) {
         for plan in plans(&pool, &sql, &args).await {
-            let scanned = scanned(&plan);
-            if !scanned.is_empty() {
-                failures.push(format!("`{fragment}` scans {scanned:?}:\n{plan}"));
-            }
+            failures.extend(scan_failure(fragment, &plan));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
